@@ -1,0 +1,947 @@
+//! The shared arena: one large mapping that holds every anker table.
+//!
+//! PostgreSQL backends are processes, so table data must live in memory that
+//! all of them map at the same address. The arena is a `MAP_SHARED |
+//! MAP_NORESERVE` mapping of a memfd created by the postmaster before it
+//! forks; children inherit it. Physical memory is taken page by page with
+//! `fallocate` (so exhaustion is a clean error, not a SIGBUS) and given back
+//! with `FALLOC_FL_PUNCH_HOLE`.
+//!
+//! Layout, in units of [`PAGE_SIZE`] pages:
+//!
+//! ```text
+//! [header + reader slots] [page metadata array] [data pages ...]
+//! ```
+//!
+//! Everything stored in the arena refers to other arena memory by byte
+//! offset ([`Off`]), never by pointer, so the layout can later be written to
+//! disk as it is. Data pages are handed out by a buddy allocator (runs of
+//! contiguous pages) under one spin lock; small objects come from per-owner
+//! [`Heap`]s that carve size-classed objects out of pages. Every page belongs
+//! to an owner list, so dropping a table frees all its memory in one walk.
+
+use crate::sync::SpinLock;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Size of an arena page: the unit of column storage, copy-on-write and
+/// memory accounting. One constant for the whole engine (DESIGN §3).
+pub const PAGE_SHIFT: u32 = 16;
+pub const PAGE_SIZE: usize = 1 << PAGE_SHIFT;
+
+/// Byte offset into the arena. 0 is the header, so 0 doubles as "null".
+pub type Off = u64;
+pub const NULL_OFF: Off = 0;
+
+const MAGIC: u64 = 0x616e_6b65_7241_524e; // "ankerARN"
+const LAYOUT_VERSION: u32 = 1;
+const NIL: u32 = u32::MAX;
+
+/// Why an allocation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllocError {
+    /// The arena (sized by `anker.memory_limit`) or the machine has no room
+    /// for `requested` more bytes.
+    OutOfMemory { requested: u64 },
+}
+
+impl std::fmt::Display for AllocError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AllocError::OutOfMemory { requested } => {
+                write!(f, "out of arena memory allocating {requested} bytes")
+            }
+        }
+    }
+}
+
+pub type AllocResult<T> = Result<T, AllocError>;
+
+/// How the arena obtains and returns physical memory.
+pub trait Backing: Send + Sync {
+    /// Make `[off, off+len)` backed by memory; false when the system refuses.
+    fn commit(&self, off: u64, len: u64) -> bool;
+    /// Give `[off, off+len)` back to the system; contents become zero.
+    fn release(&self, off: u64, len: u64);
+}
+
+/// A memfd shared by all processes that inherit it (the PostgreSQL case).
+pub struct MemfdBacking {
+    fd: libc::c_int,
+}
+
+impl Backing for MemfdBacking {
+    fn commit(&self, off: u64, len: u64) -> bool {
+        // SAFETY: plain syscall on our own fd; no memory is touched.
+        unsafe { libc::fallocate(self.fd, 0, off as libc::off_t, len as libc::off_t) == 0 }
+    }
+    fn release(&self, off: u64, len: u64) {
+        // SAFETY: plain syscall on our own fd. Punching a hole zeroes the range
+        // for every process that maps it; callers only release free pages.
+        unsafe {
+            libc::fallocate(
+                self.fd,
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                off as libc::off_t,
+                len as libc::off_t,
+            );
+        }
+    }
+}
+
+/// Process-private anonymous memory: the engine's single-process mode and tests.
+pub struct PrivateBacking {
+    base: usize,
+}
+
+impl Backing for PrivateBacking {
+    fn commit(&self, _off: u64, _len: u64) -> bool {
+        true
+    }
+    fn release(&self, off: u64, len: u64) {
+        // SAFETY: the range lies inside our own private mapping and holds only
+        // free pages; MADV_DONTNEED turns them back into zero-fill pages.
+        unsafe {
+            libc::madvise((self.base + off as usize) as *mut libc::c_void, len as usize, libc::MADV_DONTNEED);
+        }
+    }
+}
+
+/// Per-page bookkeeping, kept outside the pages so that free pages are never
+/// touched (touching a punched page would take memory back).
+#[repr(C)]
+struct PageMeta {
+    state: u8,
+    order: u8,
+    class: u8,
+    _pad: u8,
+    /// Used run head: number of pages in the run.
+    run_pages: u32,
+    /// Buddy free list (free block heads) or a heap's partial list (slab pages).
+    prev: u32,
+    next: u32,
+    /// The owner's page list (run heads and slab pages).
+    owner_prev: u32,
+    owner_next: u32,
+    /// Slab pages: live objects, first free object (offset in page) and the
+    /// bump offset of never-used space.
+    in_use: u32,
+    free_head: u32,
+    bump: u32,
+    _pad2: u32,
+}
+
+const ST_UNUSED: u8 = 0;
+const ST_FREE_HEAD: u8 = 1;
+const ST_RUN_HEAD: u8 = 2;
+const ST_RUN_TAIL: u8 = 3;
+const ST_SLAB: u8 = 4;
+
+#[repr(C)]
+struct Header {
+    magic: u64,
+    layout_version: u32,
+    max_order: u32,
+    size: u64,
+    /// First data page (pages before it hold the header and metadata).
+    first_data_page: u32,
+    n_data_pages: u32,
+    lock: SpinLock,
+    free_heads: [u32; 40],
+    pages_in_use: AtomicU64,
+    peak_pages: AtomicU64,
+    /// Arena offset of the client's root object (the table directory).
+    root: AtomicU64,
+    /// Incremented on every format, so caches can tell a reset arena.
+    generation: AtomicU64,
+    /// Epoch-based reclamation: global epoch and per-process reader slots.
+    epoch: AtomicU64,
+    reader_slots_off: u64,
+    n_reader_slots: u32,
+    _pad: u32,
+}
+
+/// A handle on a mapped arena. Cheap to copy around inside one process.
+pub struct Arena {
+    base: *mut u8,
+    size: u64,
+    backing: Box<dyn Backing>,
+    /// Keeps the memfd open for the lifetime of the handle (postmaster case).
+    _fd: Option<libc::c_int>,
+}
+
+// SAFETY: the arena is designed for concurrent use; all shared state inside
+// it is accessed through atomics or under its spin locks.
+unsafe impl Send for Arena {}
+unsafe impl Sync for Arena {}
+
+/// An owner of pages: a table, a snapshot, the directory.
+#[repr(C)]
+pub struct PageOwner {
+    head: AtomicU32,
+    pages: AtomicU64,
+}
+
+impl PageOwner {
+    pub const fn new() -> PageOwner {
+        PageOwner { head: AtomicU32::new(NIL), pages: AtomicU64::new(0) }
+    }
+
+    /// Take over the pages of `other`, which must not be used afterwards.
+    pub fn adopt(&self, other: &PageOwner) {
+        self.head.store(other.head.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.pages.store(other.pages.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+
+    pub fn init(&self) {
+        self.head.store(NIL, Ordering::Relaxed);
+        self.pages.store(0, Ordering::Relaxed);
+    }
+    /// Pages currently owned, in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.pages.load(Ordering::Relaxed) * PAGE_SIZE as u64
+    }
+}
+
+/// Memory use of the whole arena.
+#[derive(Debug, Clone, Copy)]
+pub struct ArenaStats {
+    pub limit_bytes: u64,
+    pub used_bytes: u64,
+    pub peak_bytes: u64,
+    pub metadata_bytes: u64,
+}
+
+fn ceil_log2(n: u64) -> u32 {
+    if n <= 1 {
+        0
+    } else {
+        64 - (n - 1).leading_zeros()
+    }
+}
+
+impl Arena {
+    /// Reserve `size` bytes backed by a new memfd, shared with future forks.
+    pub fn create_shared(size: u64) -> std::io::Result<Arena> {
+        let size = (size / PAGE_SIZE as u64) * PAGE_SIZE as u64;
+        let name = b"anker-arena\0";
+        // SAFETY: FFI calls with valid arguments; results are checked.
+        unsafe {
+            let fd = libc::memfd_create(name.as_ptr() as *const libc::c_char, libc::MFD_CLOEXEC);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::ftruncate(fd, size as libc::off_t) != 0 {
+                let e = std::io::Error::last_os_error();
+                libc::close(fd);
+                return Err(e);
+            }
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                size as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_NORESERVE,
+                fd,
+                0,
+            );
+            if p == libc::MAP_FAILED {
+                let e = std::io::Error::last_os_error();
+                libc::close(fd);
+                return Err(e);
+            }
+            Ok(Arena { base: p as *mut u8, size, backing: Box::new(MemfdBacking { fd }), _fd: Some(fd) })
+        }
+    }
+
+    /// Reserve `size` bytes of process-private memory (single-process mode).
+    pub fn create_private(size: u64) -> std::io::Result<Arena> {
+        let size = (size / PAGE_SIZE as u64) * PAGE_SIZE as u64;
+        // SAFETY: anonymous mapping; result checked.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                size as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            );
+            if p == libc::MAP_FAILED {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(Arena {
+                base: p as *mut u8,
+                size,
+                backing: Box::new(PrivateBacking { base: p as usize }),
+                _fd: None,
+            })
+        }
+    }
+
+    pub fn base(&self) -> *mut u8 {
+        self.base
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: the header lives at offset 0 of a mapping at least one page
+        // long; it is only mutated through atomics or under `lock`.
+        unsafe { &*(self.base as *const Header) }
+    }
+
+    #[allow(clippy::mut_from_ref)]
+    fn header_mut(&self) -> &mut Header {
+        // SAFETY: callers hold the header lock (or are formatting the arena
+        // with no other user); see each call site.
+        unsafe { &mut *(self.base as *mut Header) }
+    }
+
+    /// Translate an offset into a pointer.
+    #[inline(always)]
+    pub fn ptr<T>(&self, off: Off) -> *mut T {
+        debug_assert!(off < self.size);
+        // SAFETY: offsets handed out by this arena are within the mapping.
+        unsafe { self.base.add(off as usize) as *mut T }
+    }
+
+    /// Translate a pointer into this arena back into an offset.
+    #[inline(always)]
+    pub fn off_of<T>(&self, p: *const T) -> Off {
+        (p as usize - self.base as usize) as Off
+    }
+
+    /// A shared reference to an arena object.
+    ///
+    /// # Safety
+    /// `off` must point at a live, initialised `T` owned by the caller's
+    /// structure; `T` must be safe to share (atomics or immutable data).
+    #[inline(always)]
+    pub unsafe fn get<T>(&self, off: Off) -> &T {
+        &*self.ptr::<T>(off)
+    }
+
+    /// Initialise (or reset after a crash) the whole arena. Every previous
+    /// object is forgotten and all physical memory is returned.
+    ///
+    /// Must run while no other process uses the arena: in the postmaster's
+    /// shared-memory startup, before any backend exists.
+    pub fn format(&self, n_reader_slots: u32) -> AllocResult<()> {
+        self.backing.release(0, self.size);
+        let total_pages = (self.size / PAGE_SIZE as u64) as u32;
+        let header_bytes = std::mem::size_of::<Header>() as u64 + 8 * n_reader_slots as u64;
+        let header_pages = header_bytes.div_ceil(PAGE_SIZE as u64) as u32;
+        // meta for every page of the arena (simpler indexing; header pages unused)
+        let meta_bytes = total_pages as u64 * std::mem::size_of::<PageMeta>() as u64;
+        let meta_pages = meta_bytes.div_ceil(PAGE_SIZE as u64) as u32;
+        let first_data_page = header_pages + meta_pages;
+        if first_data_page + 1 > total_pages {
+            return Err(AllocError::OutOfMemory { requested: first_data_page as u64 * PAGE_SIZE as u64 });
+        }
+        if !self.backing.commit(0, first_data_page as u64 * PAGE_SIZE as u64) {
+            return Err(AllocError::OutOfMemory { requested: first_data_page as u64 * PAGE_SIZE as u64 });
+        }
+        let n_data = total_pages - first_data_page;
+        let h = self.header_mut();
+        let generation = if h.magic == MAGIC { h.generation.load(Ordering::Relaxed) + 1 } else { 1 };
+        h.magic = MAGIC;
+        h.layout_version = LAYOUT_VERSION;
+        h.size = self.size;
+        h.first_data_page = first_data_page;
+        h.n_data_pages = n_data;
+        h.lock.init();
+        h.free_heads = [NIL; 40];
+        h.max_order = 31 - n_data.leading_zeros();
+        h.pages_in_use.store(0, Ordering::Relaxed);
+        h.peak_pages.store(0, Ordering::Relaxed);
+        h.root.store(NULL_OFF, Ordering::Relaxed);
+        h.generation.store(generation, Ordering::Relaxed);
+        h.epoch.store(1, Ordering::Relaxed);
+        h.reader_slots_off = std::mem::size_of::<Header>() as u64;
+        h.n_reader_slots = n_reader_slots;
+        // Data page i (relative) is buddy-aligned to i; carve maximal blocks.
+        let mut i: u32 = 0;
+        while i < n_data {
+            let mut o = if i == 0 { 31 } else { i.trailing_zeros() };
+            while o > 0 && (i as u64 + (1u64 << o)) > n_data as u64 {
+                o -= 1;
+            }
+            self.push_free(i, o);
+            i += 1 << o;
+        }
+        Ok(())
+    }
+
+    /// Check that the mapping holds a formatted arena.
+    pub fn is_formatted(&self) -> bool {
+        let h = self.header();
+        h.magic == MAGIC && h.layout_version == LAYOUT_VERSION
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.header().generation.load(Ordering::Relaxed)
+    }
+
+    pub fn root(&self) -> &AtomicU64 {
+        &self.header().root
+    }
+
+    pub fn stats(&self) -> ArenaStats {
+        let h = self.header();
+        ArenaStats {
+            limit_bytes: self.size,
+            used_bytes: h.pages_in_use.load(Ordering::Relaxed) * PAGE_SIZE as u64,
+            peak_bytes: h.peak_pages.load(Ordering::Relaxed) * PAGE_SIZE as u64,
+            metadata_bytes: h.first_data_page as u64 * PAGE_SIZE as u64,
+        }
+    }
+
+    // ---- page metadata -------------------------------------------------
+
+    #[allow(clippy::mut_from_ref)]
+    fn meta(&self, rel_page: u32) -> &mut PageMeta {
+        let h = self.header();
+        let idx = (h.first_data_page + rel_page) as usize;
+        // SAFETY: the metadata array starts right after the header pages and
+        // has one entry per page; callers hold the lock that guards the
+        // fields they touch (header lock for buddy/owner links, the owning
+        // heap's lock for slab fields).
+        unsafe {
+            let meta_base = self
+                .base
+                .add((h.reader_slots_off as usize + 8 * h.n_reader_slots as usize).div_ceil(PAGE_SIZE) * PAGE_SIZE)
+                as *mut PageMeta;
+            &mut *meta_base.add(idx)
+        }
+    }
+
+    fn page_off(&self, rel_page: u32) -> Off {
+        (self.header().first_data_page as u64 + rel_page as u64) << PAGE_SHIFT
+    }
+
+    fn rel_page_of(&self, off: Off) -> u32 {
+        ((off >> PAGE_SHIFT) - self.header().first_data_page as u64) as u32
+    }
+
+    // ---- buddy allocator (header lock held) ----------------------------
+
+    fn push_free(&self, page: u32, order: u32) {
+        let h = self.header_mut();
+        let head = h.free_heads[order as usize];
+        let m = self.meta(page);
+        m.state = ST_FREE_HEAD;
+        m.order = order as u8;
+        m.prev = NIL;
+        m.next = head;
+        if head != NIL {
+            self.meta(head).prev = page;
+        }
+        h.free_heads[order as usize] = page;
+    }
+
+    fn unlink_free(&self, page: u32) {
+        let h = self.header_mut();
+        let (prev, next, order) = {
+            let m = self.meta(page);
+            (m.prev, m.next, m.order)
+        };
+        if prev != NIL {
+            self.meta(prev).next = next;
+        } else {
+            h.free_heads[order as usize] = next;
+        }
+        if next != NIL {
+            self.meta(next).prev = prev;
+        }
+        self.meta(page).state = ST_UNUSED;
+    }
+
+    fn free_block(&self, mut page: u32, mut order: u32) {
+        let h = self.header();
+        let n = h.n_data_pages;
+        while order < h.max_order {
+            let buddy = page ^ (1 << order);
+            if buddy as u64 + (1u64 << order) > n as u64 {
+                break;
+            }
+            let bm = self.meta(buddy);
+            if bm.state != ST_FREE_HEAD || bm.order as u32 != order {
+                break;
+            }
+            self.unlink_free(buddy);
+            page = page.min(buddy);
+            order += 1;
+        }
+        self.push_free(page, order);
+    }
+
+    fn free_range(&self, start: u32, n: u32) {
+        let mut i = start;
+        let end = start + n;
+        while i < end {
+            let mut o = if i == 0 { 31 } else { i.trailing_zeros() };
+            while (i as u64 + (1u64 << o)) > end as u64 {
+                o -= 1;
+            }
+            self.free_block(i, o);
+            i += 1 << o;
+        }
+    }
+
+    /// Take `n` contiguous pages from the buddy lists (header lock held).
+    fn take_run(&self, n: u32) -> Option<u32> {
+        let h = self.header_mut();
+        let want = ceil_log2(n as u64);
+        if want > h.max_order {
+            return None;
+        }
+        let mut k = want;
+        while k <= h.max_order && h.free_heads[k as usize] == NIL {
+            k += 1;
+        }
+        if k > h.max_order {
+            return None;
+        }
+        let page = h.free_heads[k as usize];
+        self.unlink_free(page);
+        while k > want {
+            k -= 1;
+            self.push_free(page + (1 << k), k);
+        }
+        let block = 1u32 << want;
+        if n < block {
+            self.free_range(page + n, block - n);
+        }
+        Some(page)
+    }
+
+    // ---- public page API ------------------------------------------------
+
+    /// Allocate a run of `n` zeroed pages owned by `owner`.
+    pub fn alloc_pages(&self, owner: &PageOwner, n: u32) -> AllocResult<Off> {
+        let requested = n as u64 * PAGE_SIZE as u64;
+        let page = {
+            let _g = self.header().lock.lock();
+            let Some(page) = self.take_run(n) else {
+                return Err(AllocError::OutOfMemory { requested });
+            };
+            {
+                let m = self.meta(page);
+                m.state = ST_RUN_HEAD;
+                m.run_pages = n;
+            }
+            for i in 1..n {
+                self.meta(page + i).state = ST_RUN_TAIL;
+            }
+            page
+        };
+        if !self.backing.commit(self.page_off(page), requested) {
+            let _g = self.header().lock.lock();
+            self.free_range(page, n);
+            return Err(AllocError::OutOfMemory { requested });
+        }
+        let _g = self.header().lock.lock();
+        self.owner_link(owner, page);
+        owner.pages.fetch_add(n as u64, Ordering::Relaxed);
+        let h = self.header();
+        let used = h.pages_in_use.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+        h.peak_pages.fetch_max(used, Ordering::Relaxed);
+        Ok(self.page_off(page))
+    }
+
+    /// Free a run returned by [`alloc_pages`](Self::alloc_pages) and give its
+    /// memory back to the system.
+    pub fn free_pages(&self, owner: &PageOwner, off: Off) {
+        let page = self.rel_page_of(off);
+        let n = self.meta(page).run_pages;
+        self.release_run(owner, page, n);
+    }
+
+    fn release_run(&self, owner: &PageOwner, page: u32, n: u32) {
+        self.backing.release(self.page_off(page), n as u64 * PAGE_SIZE as u64);
+        let _g = self.header().lock.lock();
+        self.owner_unlink(owner, page);
+        owner.pages.fetch_sub(n as u64, Ordering::Relaxed);
+        self.header().pages_in_use.fetch_sub(n as u64, Ordering::Relaxed);
+        for i in 0..n {
+            self.meta(page + i).state = ST_UNUSED;
+        }
+        self.free_range(page, n);
+    }
+
+    fn owner_link(&self, owner: &PageOwner, page: u32) {
+        let head = owner.head.load(Ordering::Relaxed);
+        {
+            let m = self.meta(page);
+            m.owner_prev = NIL;
+            m.owner_next = head;
+        }
+        if head != NIL {
+            self.meta(head).owner_prev = page;
+        }
+        owner.head.store(page, Ordering::Relaxed);
+    }
+
+    fn owner_unlink(&self, owner: &PageOwner, page: u32) {
+        let (prev, next) = {
+            let m = self.meta(page);
+            (m.owner_prev, m.owner_next)
+        };
+        if prev != NIL {
+            self.meta(prev).owner_next = next;
+        } else {
+            owner.head.store(next, Ordering::Relaxed);
+        }
+        if next != NIL {
+            self.meta(next).owner_prev = prev;
+        }
+    }
+
+    /// Free every page `owner` holds (dropping a table or a snapshot).
+    /// No other process may use the owner's memory any more.
+    pub fn free_owner(&self, owner: &PageOwner) {
+        loop {
+            let page = {
+                let _g = self.header().lock.lock();
+                owner.head.load(Ordering::Relaxed)
+            };
+            if page == NIL {
+                break;
+            }
+            let n = {
+                let m = self.meta(page);
+                if m.state == ST_SLAB {
+                    1
+                } else {
+                    m.run_pages
+                }
+            };
+            self.release_run(owner, page, n);
+        }
+    }
+
+    // ---- epoch-based reclamation -----------------------------------------
+
+    fn reader_slot(&self, slot: u32) -> &AtomicU64 {
+        let h = self.header();
+        assert!(slot < h.n_reader_slots, "reader slot {slot} out of range");
+        // SAFETY: the slot array follows the header and has n_reader_slots entries.
+        unsafe { &*(self.base.add(h.reader_slots_off as usize) as *const AtomicU64).add(slot as usize) }
+    }
+
+    /// Announce that process `slot` may hold pointers to memory that a
+    /// concurrent writer could retire. Pair with [`epoch_exit`](Self::epoch_exit).
+    pub fn epoch_enter(&self, slot: u32) {
+        let e = self.header().epoch.load(Ordering::SeqCst);
+        self.reader_slot(slot).store(e, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+
+    pub fn epoch_exit(&self, slot: u32) {
+        self.reader_slot(slot).store(0, Ordering::Release);
+    }
+
+    /// Start a new epoch and return the one during which the caller retired
+    /// something; memory retired in epoch `e` may be freed once
+    /// [`epoch_safe`](Self::epoch_safe)`(e)` holds.
+    pub fn epoch_retire(&self) -> u64 {
+        self.header().epoch.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// True when no reader that entered at or before epoch `e` is still inside.
+    pub fn epoch_safe(&self, e: u64) -> bool {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let n = self.header().n_reader_slots;
+        (0..n).all(|s| {
+            let v = self.reader_slot(s).load(Ordering::SeqCst);
+            v == 0 || v > e
+        })
+    }
+}
+
+// ---- small objects -------------------------------------------------------
+
+/// Object size classes (bytes). Larger objects take whole page runs.
+const CLASSES: [u32; N_SMALL_CLASSES] = [
+    16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 896, 1024,
+    1280, 1536, 1792, 2048, 2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 12288, 16384,
+    21840, 32768,
+];
+/// Largest size served from slab pages; beyond it, page runs.
+pub const MAX_SMALL: usize = 32768;
+const N_SMALL_CLASSES: usize = 37;
+
+fn class_of(size: usize) -> usize {
+    // binary search over the small classes
+    match CLASSES.binary_search(&(size as u32)) {
+        Ok(i) => i,
+        Err(i) => i,
+    }
+}
+
+/// A small-object allocator whose pages all belong to one owner. Each table
+/// has one, for its variable-length values and version records; dropping the
+/// table frees the owner's pages wholesale.
+#[repr(C)]
+pub struct Heap {
+    lock: SpinLock,
+    /// Per class, the first page with free objects (guarded by `lock`).
+    partial: std::cell::UnsafeCell<[u32; N_SMALL_CLASSES]>,
+    pub owner: PageOwner,
+    /// Bytes of live objects (the payload the heap hands out, class-rounded).
+    live_bytes: AtomicU64,
+}
+
+impl Heap {
+    pub fn init(&self) {
+        self.lock.init();
+        // SAFETY: called once on fresh arena memory before the heap is shared.
+        unsafe { *self.partial.get() = [NIL; N_SMALL_CLASSES] };
+        self.owner.init();
+        self.live_bytes.store(0, Ordering::Relaxed);
+    }
+
+    pub fn live_bytes(&self) -> u64 {
+        self.live_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Allocate `size` bytes, 16-byte aligned, contents unspecified.
+    pub fn alloc(&self, arena: &Arena, size: usize) -> AllocResult<Off> {
+        if size > MAX_SMALL {
+            let pages = size.div_ceil(PAGE_SIZE) as u32;
+            let off = arena.alloc_pages(&self.owner, pages)?;
+            self.live_bytes.fetch_add(pages as u64 * PAGE_SIZE as u64, Ordering::Relaxed);
+            return Ok(off);
+        }
+        let class = class_of(size.max(1));
+        let csize = CLASSES[class];
+        let _g = self.lock.lock();
+        // SAFETY: the heap lock guards `partial` and the slab fields of our pages.
+        let partial = unsafe { &mut *self.partial.get() };
+        let mut page = partial[class];
+        if page == NIL {
+            let off = arena.alloc_pages(&self.owner, 1)?;
+            page = arena.rel_page_of(off);
+            {
+                let _hg = arena.header().lock.lock();
+                let m = arena.meta(page);
+                m.state = ST_SLAB;
+            }
+            let m = arena.meta(page);
+            m.class = class as u8;
+            m.in_use = 0;
+            m.free_head = NIL;
+            m.bump = 0;
+            m.prev = NIL;
+            m.next = NIL;
+            partial[class] = page;
+        }
+        let m = arena.meta(page);
+        let page_off = arena.page_off(page);
+        let obj = if m.free_head != NIL {
+            let o = m.free_head;
+            // SAFETY: free objects store the offset of the next free object.
+            m.free_head = unsafe { *(arena.ptr::<u32>(page_off + o as u64)) };
+            o
+        } else {
+            let o = m.bump;
+            m.bump += csize;
+            o
+        };
+        m.in_use += 1;
+        let full = m.free_head == NIL && (m.bump as usize + csize as usize) > PAGE_SIZE;
+        if full {
+            // unlink from partial list
+            let next = m.next;
+            partial[class] = next;
+            if next != NIL {
+                arena.meta(next).prev = NIL;
+            }
+            m.next = NIL;
+            m.prev = NIL;
+        }
+        self.live_bytes.fetch_add(csize as u64, Ordering::Relaxed);
+        Ok(page_off + obj as u64)
+    }
+
+    /// Free an object returned by [`alloc`](Self::alloc).
+    pub fn free(&self, arena: &Arena, off: Off) {
+        let page = arena.rel_page_of(off);
+        let m = arena.meta(page);
+        if m.state == ST_RUN_HEAD {
+            let pages = m.run_pages;
+            self.live_bytes.fetch_sub(pages as u64 * PAGE_SIZE as u64, Ordering::Relaxed);
+            arena.release_run(&self.owner, page, pages);
+            return;
+        }
+        debug_assert_eq!(m.state, ST_SLAB);
+        let _g = self.lock.lock();
+        // SAFETY: as in alloc, the heap lock guards the slab fields.
+        let partial = unsafe { &mut *self.partial.get() };
+        let class = m.class as usize;
+        let csize = CLASSES[class];
+        let page_off = arena.page_off(page);
+        let was_full = m.free_head == NIL && (m.bump as usize + csize as usize) > PAGE_SIZE;
+        let obj = (off - page_off) as u32;
+        // SAFETY: the object is ours and at least 16 bytes long.
+        unsafe { *(arena.ptr::<u32>(off)) = m.free_head };
+        m.free_head = obj;
+        m.in_use -= 1;
+        self.live_bytes.fetch_sub(csize as u64, Ordering::Relaxed);
+        if m.in_use == 0 {
+            // Give the empty page back unless it is the only one of its class.
+            if !was_full {
+                let (prev, next) = (m.prev, m.next);
+                if prev == NIL && next == NIL && partial[class] == page {
+                    return; // keep one warm page per class
+                }
+                if prev != NIL {
+                    arena.meta(prev).next = next;
+                } else {
+                    partial[class] = next;
+                }
+                if next != NIL {
+                    arena.meta(next).prev = prev;
+                }
+            }
+            arena.release_run(&self.owner, page, 1);
+        } else if was_full {
+            let head = partial[class];
+            m.prev = NIL;
+            m.next = head;
+            if head != NIL {
+                arena.meta(head).prev = page;
+            }
+            partial[class] = page;
+        }
+    }
+
+    /// Free all memory of this heap (the owner is being dropped).
+    pub fn free_all(&self, arena: &Arena) {
+        arena.free_owner(&self.owner);
+        // SAFETY: nobody else uses the heap any more.
+        unsafe { *self.partial.get() = [NIL; N_SMALL_CLASSES] };
+        self.live_bytes.store(0, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arena(mb: u64) -> Arena {
+        let a = Arena::create_private(mb << 20).unwrap();
+        a.format(8).unwrap();
+        a
+    }
+
+    #[test]
+    fn pages_round_trip_and_coalesce() {
+        let a = arena(64);
+        let owner = PageOwner::new();
+        let before = a.stats().used_bytes;
+        let mut offs = vec![];
+        for n in [1u32, 3, 7, 16, 2] {
+            let o = a.alloc_pages(&owner, n).unwrap();
+            // touch every page
+            for i in 0..n as u64 {
+                unsafe { *a.ptr::<u64>(o + i * PAGE_SIZE as u64) = 42 };
+            }
+            offs.push(o);
+        }
+        assert_eq!(owner.pages.load(Ordering::Relaxed), 29);
+        for o in offs {
+            a.free_pages(&owner, o);
+        }
+        assert_eq!(a.stats().used_bytes, before);
+        // after coalescing, a run of nearly the whole arena fits again
+        let h = a.header();
+        let big = 1u32 << h.max_order;
+        let o = a.alloc_pages(&owner, big).unwrap();
+        a.free_pages(&owner, o);
+    }
+
+    #[test]
+    fn out_of_memory_is_an_error() {
+        let a = arena(8);
+        let owner = PageOwner::new();
+        let err = a.alloc_pages(&owner, 1000).unwrap_err();
+        assert!(matches!(err, AllocError::OutOfMemory { .. }));
+        // a failed allocation leaves the arena usable
+        let o = a.alloc_pages(&owner, 1).unwrap();
+        a.free_pages(&owner, o);
+    }
+
+    #[test]
+    fn free_owner_returns_everything() {
+        let a = arena(64);
+        let owner = PageOwner::new();
+        for n in 1..10 {
+            a.alloc_pages(&owner, n).unwrap();
+        }
+        a.free_owner(&owner);
+        assert_eq!(a.stats().used_bytes, 0);
+        assert_eq!(owner.pages.load(Ordering::Relaxed), 0);
+    }
+
+    fn heap_in(a: &Arena, owner: &PageOwner) -> &'static Heap {
+        let off = a.alloc_pages(owner, 1).unwrap();
+        let h: &Heap = unsafe { &*a.ptr::<Heap>(off) };
+        h.init();
+        unsafe { std::mem::transmute::<&Heap, &'static Heap>(h) }
+    }
+
+    #[test]
+    fn heap_alloc_free() {
+        let a = arena(64);
+        let root = PageOwner::new();
+        let h = heap_in(&a, &root);
+        let mut objs = vec![];
+        for i in 0..5000usize {
+            let size = (i * 37) % 3000 + 1;
+            let o = h.alloc(&a, size).unwrap();
+            assert_eq!(o % 16, 0);
+            unsafe { std::ptr::write_bytes(a.ptr::<u8>(o), (i % 251) as u8, size) };
+            objs.push((o, size, (i % 251) as u8));
+        }
+        for &(o, size, b) in &objs {
+            let s = unsafe { std::slice::from_raw_parts(a.ptr::<u8>(o), size) };
+            assert!(s.iter().all(|&x| x == b));
+        }
+        for (o, _, _) in objs {
+            h.free(&a, o);
+        }
+        assert_eq!(h.live_bytes(), 0);
+        // only warm pages (at most one per class) remain
+        assert!(h.owner.pages.load(Ordering::Relaxed) <= N_SMALL_CLASSES as u64);
+        h.free_all(&a);
+        assert_eq!(h.owner.pages.load(Ordering::Relaxed), 0);
+    }
+
+    proptest! {
+        #[test]
+        fn heap_never_overlaps(ops in proptest::collection::vec((0usize..100_000, any::<bool>()), 1..300)) {
+            let a = arena(128);
+            let root = PageOwner::new();
+            let h = heap_in(&a, &root);
+            let mut live: Vec<(Off, usize)> = vec![];
+            for (size, free) in ops {
+                if free && !live.is_empty() {
+                    let (o, _) = live.swap_remove(size % live.len());
+                    h.free(&a, o);
+                } else {
+                    let size = size % 70_000 + 1;
+                    let o = h.alloc(&a, size).unwrap();
+                    for &(p, s) in &live {
+                        prop_assert!(o + size as u64 <= p || p + s as u64 <= o, "overlap");
+                    }
+                    live.push((o, size));
+                }
+            }
+            for (o, _) in live { h.free(&a, o); }
+            prop_assert_eq!(h.live_bytes(), 0);
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! anker's storage engine, free of PostgreSQL.
+pub mod arena;
+pub mod sync;
+pub mod column;
+pub mod table;

@@ -1,0 +1,954 @@
+//! Tables: a set of page-table columns plus the system columns that carry
+//! row versions.
+//!
+//! Every row has, besides its user columns:
+//!
+//! * a [`Stamp`] (16 bytes): `xmin` (creator of the newest version),
+//!   `xmax` (deleter, or updater that moved the row to a new row id),
+//!   `flags` (hint bits, the row latch and a modification counter) and
+//!   `locker` (row-lock holder, or a speculative-insertion token);
+//! * [`Cids`] (8 bytes): command ids of `xmin` and `xmax`;
+//! * [`Links`] (16 bytes): the head of the row's version chain (before-images,
+//!   newest first) and the successor row id after a new-row-id update.
+//!
+//! Row ids are handed out densely from 0. A row whose `xmin` is still 0 is
+//! being written (or its writer failed) and is skipped by every reader;
+//! `xmin` is stored last, with release ordering, when a row is complete.
+//!
+//! Values: fixed-width columns store `2^width_shift` bytes per row; the
+//! extension decides their byte image. Variable-length columns store a
+//! 16-byte slot: either the value itself when it fits (the extension passes
+//! bytes whose first byte is non-zero) or a zero tag, the length and the
+//! arena offset of an immutable blob allocated from the table's heap.
+
+use crate::arena::{AllocError, AllocResult, Arena, Heap, Off, PageOwner, NULL_OFF, PAGE_SIZE};
+use crate::column::{bits, page_no_off, PageTable};
+use crate::sync::{RwLatch, SpinLock};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+pub const MAX_COLUMNS: usize = 1600;
+/// Bytes of a variable-length slot.
+pub const VAR_SLOT: usize = 16;
+
+/// Identifies a table's storage: PostgreSQL's (tablespace, database,
+/// relfilenode, temp-backend) but the engine only needs it to be unique.
+pub type TableKey = [u32; 4];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum ColumnKind {
+    Fixed = 0,
+    Var = 1,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColumnSpec {
+    pub kind: ColumnKind,
+    /// log2 of the bytes stored per row (Var: always 4, a 16-byte slot).
+    pub width_shift: u32,
+}
+
+impl ColumnSpec {
+    pub fn fixed(width: usize) -> ColumnSpec {
+        ColumnSpec { kind: ColumnKind::Fixed, width_shift: width.max(1).next_power_of_two().trailing_zeros() }
+    }
+    pub fn var() -> ColumnSpec {
+        ColumnSpec { kind: ColumnKind::Var, width_shift: 4 }
+    }
+}
+
+/// A value to store.
+#[derive(Clone, Copy, Debug)]
+pub enum Value<'a> {
+    Null,
+    /// Fixed-width bytes (at most the column width; the rest is zero).
+    Fixed(&'a [u8]),
+    /// Variable-length bytes stored in the slot itself (1..=16 bytes, first
+    /// byte non-zero).
+    Inline(&'a [u8]),
+    /// Variable-length bytes stored out of line in a blob.
+    Blob(&'a [u8]),
+}
+
+/// Where a stored value is. Pointers into live pages are only stable while
+/// the row does not change; blob pointers stay valid until the blob is freed
+/// by version garbage collection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueRef {
+    Null,
+    Fixed(*const u8),
+    Inline(*const u8),
+    Blob(*const u8, u32),
+}
+
+pub mod flag {
+    /// The row is being modified (held for a few stores, never across waits).
+    pub const LATCH: u32 = 1;
+    pub const XMIN_COMMITTED: u32 = 1 << 1;
+    pub const XMIN_ABORTED: u32 = 1 << 2;
+    pub const XMAX_COMMITTED: u32 = 1 << 3;
+    pub const XMAX_ABORTED: u32 = 1 << 4;
+    /// `xmax` moved the row to a new row id (`Links::next`).
+    pub const UPDATED: u32 = 1 << 5;
+    /// `locker` is a MultiXactId.
+    pub const LOCKER_MULTI: u32 = 1 << 6;
+    /// Lock strength of a single `locker` (2 bits).
+    pub const LOCK_MODE_SHIFT: u32 = 7;
+    pub const LOCK_MODE_MASK: u32 = 3 << LOCK_MODE_SHIFT;
+    /// The row slot holds no row (vacuumed, or its insert failed).
+    pub const VACANT: u32 = 1 << 9;
+    /// The row is a speculative insertion; `locker` holds the token.
+    pub const SPECULATIVE: u32 = 1 << 10;
+    /// `xmax` only locks; it neither deletes nor updates.
+    pub const XMAX_LOCK_ONLY: u32 = 1 << 11;
+    /// Bits 16..32 count modifications: readers of live rows compare
+    /// `flags & SEQ_CHECK` before and after reading values.
+    pub const SEQ_SHIFT: u32 = 16;
+    pub const SEQ_ONE: u32 = 1 << SEQ_SHIFT;
+    pub const SEQ_CHECK: u32 = !((1 << SEQ_SHIFT) - 1) | LATCH;
+    /// Hint bits: set without the latch, ignored by the sequence check.
+    pub const HINTS: u32 = XMIN_COMMITTED | XMIN_ABORTED | XMAX_COMMITTED | XMAX_ABORTED;
+}
+
+#[repr(C)]
+pub struct Stamp {
+    pub xmin: AtomicU32,
+    pub xmax: AtomicU32,
+    pub flags: AtomicU32,
+    pub locker: AtomicU32,
+}
+
+#[repr(C)]
+pub struct Cids {
+    pub cmin: AtomicU32,
+    pub cmax: AtomicU32,
+}
+
+#[repr(C)]
+pub struct Links {
+    pub chain: AtomicU64,
+    pub next: AtomicU64,
+}
+
+/// A consistent copy of a row's system columns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowHeader {
+    pub xmin: u32,
+    pub xmax: u32,
+    pub flags: u32,
+    pub locker: u32,
+    pub cmin: u32,
+    pub cmax: u32,
+    pub chain: Off,
+    pub next: u64,
+}
+
+#[repr(C)]
+pub struct Column {
+    pub spec_kind: u32,
+    pub width_shift: u32,
+    pub values: PageTable,
+    /// One bit per row, set for NULL. Pages are created on the first NULL.
+    pub nulls: PageTable,
+}
+
+impl Column {
+    pub fn spec(&self) -> ColumnSpec {
+        ColumnSpec {
+            kind: if self.spec_kind == 1 { ColumnKind::Var } else { ColumnKind::Fixed },
+            width_shift: self.width_shift,
+        }
+    }
+}
+
+/// A page replaced by copy-on-write, kept until no snapshot or reader that
+/// could still see it remains.
+#[repr(C)]
+struct Retired {
+    next: Off,
+    page: u32,
+    /// The table's snapshot epoch when it was retired.
+    snap_epoch: u32,
+    /// The arena reclamation epoch when it was retired.
+    ebr_epoch: u64,
+}
+
+#[repr(C)]
+pub struct Table {
+    pub key: TableKey,
+    /// Writers of rows hold it shared; snapshot creation holds it exclusively.
+    pub latch: RwLatch,
+    retire_lock: SpinLock,
+    /// Serialises changes of the column set.
+    pub schema_lock: SpinLock,
+    /// All memory of the table except its header page.
+    pub heap: Heap,
+    /// Row ids handed out so far.
+    nrows: AtomicU64,
+    ncols: AtomicU32,
+    /// Incremented by every snapshot of this table.
+    pub snap_epoch: AtomicU32,
+    /// `[AtomicU64; MAX_COLUMNS]`: offsets of the [`Column`]s.
+    cols: Off,
+    retired: AtomicU64,
+    pub stamps: PageTable,
+    pub cids: PageTable,
+    pub links: PageTable,
+}
+
+fn write_fixed(dst: *mut u8, width: usize, src: &[u8]) {
+    let n = src.len().min(width);
+    // SAFETY: dst points at a `width`-byte element inside a writable page.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src.as_ptr(), dst, n);
+        if n < width {
+            std::ptr::write_bytes(dst.add(n), 0, width - n);
+        }
+    }
+}
+
+impl Table {
+    /// Create a table's storage. Its header page belongs to `header_owner`.
+    pub fn create<'a>(
+        arena: &'a Arena,
+        header_owner: &PageOwner,
+        key: TableKey,
+        specs: &[ColumnSpec],
+    ) -> AllocResult<&'a Table> {
+        assert!(specs.len() <= MAX_COLUMNS);
+        assert!(std::mem::size_of::<Table>() <= PAGE_SIZE);
+        let off = arena.alloc_pages(header_owner, 1)?;
+        let t: *mut Table = arena.ptr(off);
+        // SAFETY: a fresh zeroed page that nobody else knows about yet.
+        let table = unsafe {
+            (*t).key = key;
+            (*t).latch.init();
+            (*t).retire_lock.init();
+            (*t).schema_lock.init();
+            (*t).heap.init();
+            (*t).nrows = AtomicU64::new(0);
+            (*t).ncols = AtomicU32::new(0);
+            (*t).snap_epoch = AtomicU32::new(1);
+            (*t).retired = AtomicU64::new(NULL_OFF);
+            (*t).stamps.init(4);
+            (*t).cids.init(3);
+            (*t).links.init(4);
+            &mut *t
+        };
+        let cols = match table.heap.alloc(arena, MAX_COLUMNS * 8) {
+            Ok(c) => c,
+            Err(e) => {
+                table.heap.free_all(arena);
+                arena.free_pages(header_owner, off);
+                return Err(e);
+            }
+        };
+        // SAFETY: fresh allocation of MAX_COLUMNS words.
+        unsafe { std::ptr::write_bytes(arena.ptr::<u8>(cols), 0, MAX_COLUMNS * 8) };
+        table.cols = cols;
+        for s in specs {
+            if let Err(e) = table.add_column(arena, *s) {
+                table.heap.free_all(arena);
+                arena.free_pages(header_owner, off);
+                return Err(e);
+            }
+        }
+        Ok(table)
+    }
+
+    /// Free all memory of the table. Nobody may use it any more.
+    pub fn destroy(&self, arena: &Arena, header_owner: &PageOwner) {
+        self.heap.free_all(arena);
+        arena.free_pages(header_owner, arena.off_of(self as *const Table));
+    }
+
+    /// Append a column (ALTER TABLE ADD COLUMN). Existing rows read NULL
+    /// until written.
+    pub fn add_column(&self, arena: &Arena, spec: ColumnSpec) -> AllocResult<usize> {
+        let n = self.ncols.load(Ordering::Acquire) as usize;
+        assert!(n < MAX_COLUMNS);
+        let c = self.heap.alloc(arena, std::mem::size_of::<Column>())?;
+        // SAFETY: fresh allocation big enough for a Column.
+        unsafe {
+            let col: *mut Column = arena.ptr(c);
+            (*col).spec_kind = spec.kind as u32;
+            (*col).width_shift = spec.width_shift;
+            (*col).values.init(spec.width_shift);
+            (*col).nulls.init(u32::MAX);
+        }
+        self.col_slot(arena, n).store(c, Ordering::Release);
+        self.ncols.store(n as u32 + 1, Ordering::Release);
+        Ok(n)
+    }
+
+    /// Give column `i` (an existing one, or the next one to append) the
+    /// layout `spec` and store `fill` in every existing row. Used when
+    /// ALTER TABLE adds a column without rewriting the table (PostgreSQL
+    /// then supplies the column's "missing" value for old rows), and to
+    /// replace a column left behind by an aborted ALTER TABLE.
+    ///
+    /// Blocks writers (exclusive latch); the caller holds `schema_lock` and
+    /// guarantees that nobody reads column `i` yet.
+    pub fn set_column(&self, arena: &Arena, i: usize, spec: ColumnSpec, fill: Value) -> AllocResult<()> {
+        let _g = self.latch.exclusive();
+        let n = self.ncols();
+        assert!(i <= n);
+        let c = self.heap.alloc(arena, std::mem::size_of::<Column>())?;
+        // SAFETY: fresh allocation big enough for a Column.
+        unsafe {
+            let col: *mut Column = arena.ptr(c);
+            (*col).spec_kind = spec.kind as u32;
+            (*col).width_shift = spec.width_shift;
+            (*col).values.init(spec.width_shift);
+            (*col).nulls.init(u32::MAX);
+        }
+        // Fill before publishing; on failure drop the half-built column.
+        let epoch = self.snap_epoch.load(Ordering::Acquire);
+        let mut retire = |_p: u32| {};
+        // SAFETY: the column is ours until published.
+        let col = unsafe { arena.get::<Column>(c) };
+        let rows = self.nrows();
+        let res = (|| -> AllocResult<()> {
+            for row in 0..rows {
+                let mut blob = NULL_OFF;
+                if let Value::Blob(b) = fill {
+                    blob = self.heap.alloc(arena, b.len().max(1))?;
+                    // SAFETY: fresh allocation of b.len() bytes.
+                    unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), arena.ptr::<u8>(blob), b.len()) };
+                }
+                self.write_one(arena, col, row, &fill, blob, epoch, &mut retire)?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = res {
+            // Pages and blobs of the half-built column stay owned by the
+            // table's heap and are freed with the table.
+            return Err(e);
+        }
+        self.col_slot(arena, i).store(c, Ordering::Release);
+        if i == n {
+            self.ncols.store(n as u32 + 1, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    fn col_slot<'a>(&self, arena: &'a Arena, i: usize) -> &'a AtomicU64 {
+        // SAFETY: `cols` is an array of MAX_COLUMNS atomics owned by the table.
+        unsafe { &*arena.ptr::<AtomicU64>(self.cols + 8 * i as u64) }
+    }
+
+    pub fn ncols(&self) -> usize {
+        self.ncols.load(Ordering::Acquire) as usize
+    }
+
+    pub fn column<'a>(&self, arena: &'a Arena, i: usize) -> &'a Column {
+        let off = self.col_slot(arena, i).load(Ordering::Acquire);
+        debug_assert!(off != 0);
+        // SAFETY: published column descriptors live as long as the table.
+        unsafe { arena.get::<Column>(off) }
+    }
+
+    /// Row ids handed out so far (an upper bound for scans).
+    pub fn nrows(&self) -> u64 {
+        self.nrows.load(Ordering::Acquire)
+    }
+
+    /// Bytes of arena memory the table holds.
+    pub fn bytes(&self) -> u64 {
+        self.heap.owner.bytes() + PAGE_SIZE as u64
+    }
+
+    // ---- system columns --------------------------------------------------
+
+    #[inline(always)]
+    pub fn stamp<'a>(&self, arena: &'a Arena, row: u64) -> Option<&'a Stamp> {
+        let p = self.stamps.page_for_row(arena, row)?;
+        let i = (row & (self.stamps.rows_per_page() - 1)) as usize;
+        // SAFETY: the page holds rows_per_page stamps.
+        Some(unsafe { &*(p as *const Stamp).add(i) })
+    }
+
+    #[inline(always)]
+    pub fn cids_of<'a>(&self, arena: &'a Arena, row: u64) -> Option<&'a Cids> {
+        let p = self.cids.page_for_row(arena, row)?;
+        let i = (row & (self.cids.rows_per_page() - 1)) as usize;
+        // SAFETY: as above.
+        Some(unsafe { &*(p as *const Cids).add(i) })
+    }
+
+    #[inline(always)]
+    pub fn links_of<'a>(&self, arena: &'a Arena, row: u64) -> Option<&'a Links> {
+        let p = self.links.page_for_row(arena, row)?;
+        let i = (row & (self.links.rows_per_page() - 1)) as usize;
+        // SAFETY: as above.
+        Some(unsafe { &*(p as *const Links).add(i) })
+    }
+
+    /// Read a row's system columns. None while the row is absent or still
+    /// being written. The copy can be torn against a concurrent modifier;
+    /// pair it with [`row_unchanged`](Self::row_unchanged).
+    pub fn header(&self, arena: &Arena, row: u64) -> Option<RowHeader> {
+        let s = self.stamp(arena, row)?;
+        let mut spins = 0u32;
+        loop {
+            let flags = s.flags.load(Ordering::Acquire);
+            if flags & flag::LATCH != 0 {
+                spins += 1;
+                if spins > 100 {
+                    std::thread::yield_now();
+                }
+                std::hint::spin_loop();
+                continue;
+            }
+            let xmin = s.xmin.load(Ordering::Acquire);
+            if xmin == 0 || flags & flag::VACANT != 0 {
+                return None;
+            }
+            let c = self.cids_of(arena, row)?;
+            let l = self.links_of(arena, row)?;
+            let h = RowHeader {
+                xmin,
+                xmax: s.xmax.load(Ordering::Acquire),
+                flags,
+                locker: s.locker.load(Ordering::Acquire),
+                cmin: c.cmin.load(Ordering::Acquire),
+                cmax: c.cmax.load(Ordering::Acquire),
+                chain: l.chain.load(Ordering::Acquire),
+                next: l.next.load(Ordering::Acquire),
+            };
+            return Some(h);
+        }
+    }
+
+    /// True when the row has not been modified since `h` was read.
+    #[inline]
+    pub fn row_unchanged(&self, arena: &Arena, row: u64, h: &RowHeader) -> bool {
+        std::sync::atomic::fence(Ordering::Acquire);
+        match self.stamp(arena, row) {
+            Some(s) => (s.flags.load(Ordering::Acquire) & flag::SEQ_CHECK) == (h.flags & flag::SEQ_CHECK),
+            None => false,
+        }
+    }
+
+    /// Set hint bits (never cleared; safe without the latch).
+    pub fn set_hint(&self, arena: &Arena, row: u64, bits: u32) {
+        if let Some(s) = self.stamp(arena, row) {
+            s.flags.fetch_or(bits & flag::HINTS, Ordering::Relaxed);
+        }
+    }
+
+    // ---- values -----------------------------------------------------------
+
+    /// Where the value of column `col` of `row` is stored in the live table.
+    #[inline]
+    pub fn value(&self, arena: &Arena, col: usize, row: u64) -> ValueRef {
+        let c = self.column(arena, col);
+        if let Some(np) = c.nulls.page_for_row(arena, row) {
+            if bits::get(np, row & (c.nulls.rows_per_page() - 1)) {
+                return ValueRef::Null;
+            }
+        }
+        let Some(p) = c.values.page_for_row(arena, row) else {
+            return ValueRef::Null;
+        };
+        let elem = (row & (c.values.rows_per_page() - 1)) << c.width_shift;
+        // SAFETY: elem is within the page.
+        let ptr = unsafe { p.add(elem as usize) };
+        decode_slot(arena, c.spec_kind, ptr)
+    }
+
+    // ---- writing ------------------------------------------------------------
+
+    /// Copy the blob values of one row into the heap (outside any latch).
+    /// Returns one offset per value (NULL_OFF for non-blobs).
+    pub fn prepare_blobs(&self, arena: &Arena, values: &[Value], out: &mut Vec<Off>) -> AllocResult<()> {
+        let start = out.len();
+        for v in values {
+            let off = match v {
+                Value::Blob(b) => match self.heap.alloc(arena, b.len().max(1)) {
+                    Ok(off) => {
+                        // SAFETY: fresh allocation of at least b.len() bytes.
+                        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), arena.ptr::<u8>(off), b.len()) };
+                        off
+                    }
+                    Err(e) => {
+                        for o in out.drain(start..) {
+                            if o != NULL_OFF {
+                                self.heap.free(arena, o);
+                            }
+                        }
+                        return Err(e);
+                    }
+                },
+                _ => NULL_OFF,
+            };
+            out.push(off);
+        }
+        Ok(())
+    }
+
+    /// Free blobs prepared by [`prepare_blobs`](Self::prepare_blobs) that
+    /// were not stored.
+    pub fn discard_blobs(&self, arena: &Arena, blobs: &[Off]) {
+        for &o in blobs {
+            if o != NULL_OFF {
+                self.heap.free(arena, o);
+            }
+        }
+    }
+
+    fn retire_page(&self, arena: &Arena, page: u32) {
+        let rec = match self.heap.alloc(arena, std::mem::size_of::<Retired>()) {
+            Ok(r) => r,
+            // Without room to remember it, leak the page into the table: it
+            // is freed with the table. Correct, merely wasteful.
+            Err(_) => return,
+        };
+        let _g = self.retire_lock.lock();
+        // SAFETY: fresh allocation for a Retired record.
+        unsafe {
+            let r: *mut Retired = arena.ptr(rec);
+            (*r).page = page;
+            (*r).snap_epoch = self.snap_epoch.load(Ordering::Acquire);
+            (*r).ebr_epoch = arena.epoch_retire();
+            (*r).next = self.retired.load(Ordering::Relaxed);
+        }
+        self.retired.store(rec, Ordering::Relaxed);
+    }
+
+    /// Free retired pages that no snapshot (oldest live snapshot epoch
+    /// `oldest_snapshot`, or u32::MAX when none) and no reader can still use.
+    pub fn reclaim_retired(&self, arena: &Arena, oldest_snapshot: u32) -> usize {
+        let mut freed = 0;
+        let _g = self.retire_lock.lock();
+        let mut prev: Option<*mut Retired> = None;
+        let mut cur = self.retired.load(Ordering::Relaxed);
+        while cur != NULL_OFF {
+            let r: *mut Retired = arena.ptr(cur);
+            // SAFETY: records on the list are live allocations of ours.
+            let (next, page, se, ee) = unsafe { ((*r).next, (*r).page, (*r).snap_epoch, (*r).ebr_epoch) };
+            if se < oldest_snapshot && arena.epoch_safe(ee) {
+                match prev {
+                    // SAFETY: prev is a live record on the list.
+                    Some(p) => unsafe { (*p).next = next },
+                    None => self.retired.store(next, Ordering::Relaxed),
+                }
+                arena.free_pages(&self.heap.owner, page_no_off(page));
+                self.heap.free(arena, cur);
+                freed += 1;
+            } else {
+                prev = Some(r);
+            }
+            cur = next;
+        }
+        freed
+    }
+
+    /// Write the user values of `row` (caller holds the latch shared and
+    /// owns the row).
+    fn write_values(&self, arena: &Arena, row: u64, values: &[Value], blobs: &[Off], epoch: u32) -> AllocResult<()> {
+        let mut retire = |p: u32| self.retire_page(arena, p);
+        for (i, v) in values.iter().enumerate() {
+            self.write_one(arena, self.column(arena, i), row, v, blobs[i], epoch, &mut retire)?;
+        }
+        Ok(())
+    }
+
+    /// Store one value (`blob`: its prepared blob, if any) in column `c`.
+    #[allow(clippy::too_many_arguments)]
+    fn write_one(
+        &self,
+        arena: &Arena,
+        c: &Column,
+        row: u64,
+        v: &Value,
+        blob: Off,
+        epoch: u32,
+        retire: &mut dyn FnMut(u32),
+    ) -> AllocResult<()> {
+        let is_null = matches!(v, Value::Null);
+        // The null bitmap page only exists once a NULL was stored.
+        if is_null || c.nulls.page_for_row(arena, row).is_some() {
+            let np = c.nulls.page_for_write(arena, &self.heap, row, epoch, retire)?;
+            bits::set(np, row & (c.nulls.rows_per_page() - 1), is_null);
+        }
+        if is_null {
+            return Ok(());
+        }
+        let p = c.values.page_for_write(arena, &self.heap, row, epoch, retire)?;
+        let width = 1usize << c.width_shift;
+        // SAFETY: element index within the page.
+        let dst = unsafe { p.add(((row & (c.values.rows_per_page() - 1)) as usize) << c.width_shift) };
+        match v {
+            Value::Null => {}
+            Value::Fixed(b) => write_fixed(dst, width, b),
+            Value::Inline(b) => {
+                debug_assert!(b.len() <= VAR_SLOT && !b.is_empty() && b[0] != 0);
+                write_fixed(dst, VAR_SLOT, b)
+            }
+            Value::Blob(b) => {
+                let mut slot = [0u8; VAR_SLOT];
+                slot[4..8].copy_from_slice(&(b.len() as u32).to_ne_bytes());
+                slot[8..16].copy_from_slice(&blob.to_ne_bytes());
+                write_fixed(dst, VAR_SLOT, &slot)
+            }
+        }
+        Ok(())
+    }
+
+    /// Insert rows created by `(xid, cid)`. `rows[i]` holds one value per
+    /// column; `blobs` the result of [`prepare_blobs`](Self::prepare_blobs)
+    /// for all rows in order. Returns the first row id; rows are consecutive.
+    ///
+    /// On error, rows not yet complete stay vacant and their blobs are freed;
+    /// complete rows remain, stamped by `xid`, which the caller's abort hides.
+    pub fn insert_rows(
+        &self,
+        arena: &Arena,
+        rows: &[&[Value]],
+        blobs: &[Off],
+        xid: u32,
+        cid: u32,
+        extra_flags: u32,
+        locker: u32,
+    ) -> AllocResult<u64> {
+        let ncols = self.ncols();
+        let _g = self.latch.shared();
+        let epoch = self.snap_epoch.load(Ordering::Acquire);
+        let first = self.nrows.fetch_add(rows.len() as u64, Ordering::AcqRel);
+        let mut retire = |p: u32| self.retire_page(arena, p);
+        for (k, values) in rows.iter().enumerate() {
+            let row = first + k as u64;
+            let res = (|| -> AllocResult<()> {
+                assert_eq!(values.len(), ncols);
+                // system columns first: their pages must exist before xmin is set
+                let sp = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
+                let cp = self.cids.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
+                let lp = self.links.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
+                self.write_values(arena, row, values, &blobs[k * ncols..(k + 1) * ncols], epoch)?;
+                // SAFETY: element indexes are within their pages; the row id
+                // is ours alone (just reserved).
+                unsafe {
+                    let c = &*(cp as *const Cids).add((row & (self.cids.rows_per_page() - 1)) as usize);
+                    c.cmin.store(cid, Ordering::Relaxed);
+                    c.cmax.store(0, Ordering::Relaxed);
+                    let l = &*(lp as *const Links).add((row & (self.links.rows_per_page() - 1)) as usize);
+                    l.chain.store(NULL_OFF, Ordering::Relaxed);
+                    l.next.store(u64::MAX, Ordering::Relaxed);
+                    let s = &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize);
+                    s.xmax.store(0, Ordering::Relaxed);
+                    s.locker.store(locker, Ordering::Relaxed);
+                    s.flags.store(extra_flags, Ordering::Relaxed);
+                    s.xmin.store(xid, Ordering::Release);
+                }
+                Ok(())
+            })();
+            if let Err(e) = res {
+                // Rows from here on stay vacant (xmin 0) and their blobs are
+                // freed; rows before k are complete and keep theirs.
+                for r in row..first + rows.len() as u64 {
+                    if let Some(s) = self.stamp(arena, r) {
+                        s.flags.store(flag::VACANT, Ordering::Release);
+                    }
+                }
+                self.discard_blobs(arena, &blobs[k * ncols..]);
+                return Err(e);
+            }
+        }
+        Ok(first)
+    }
+}
+
+/// Decode a stored element of a column of kind `kind` at `ptr`.
+#[inline(always)]
+pub fn decode_slot(arena: &Arena, kind: u32, ptr: *const u8) -> ValueRef {
+    if kind == ColumnKind::Var as u32 {
+        // SAFETY: var slots are 16 bytes.
+        unsafe {
+            if *ptr != 0 {
+                ValueRef::Inline(ptr)
+            } else {
+                let len = (ptr.add(4) as *const u32).read_unaligned();
+                let off = (ptr.add(8) as *const u64).read_unaligned();
+                ValueRef::Blob(arena.ptr::<u8>(off), len)
+            }
+        }
+    } else {
+        ValueRef::Fixed(ptr)
+    }
+}
+
+/// The set of tables: an open-addressing hash from [`TableKey`] to table.
+#[repr(C)]
+pub struct Directory {
+    lock: SpinLock,
+    capacity: u32,
+    count: u32,
+    slots: Off,
+    /// Header pages of the tables and the slot array itself.
+    pub owner: PageOwner,
+}
+
+#[repr(C)]
+struct DirSlot {
+    key: TableKey,
+    table: Off,
+    state: u32,
+    _pad: u32,
+}
+
+const SLOT_EMPTY: u32 = 0;
+const SLOT_USED: u32 = 1;
+const SLOT_TOMB: u32 = 2;
+
+fn hash_key(k: &TableKey) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for w in k {
+        h ^= *w as u64;
+        h = h.wrapping_mul(0x1000_0000_01b3);
+        h ^= h >> 29;
+    }
+    h
+}
+
+impl Directory {
+    /// Create the directory in a fresh arena and publish it as the root.
+    pub fn create(arena: &Arena, capacity: u32) -> AllocResult<&Directory> {
+        let capacity = capacity.next_power_of_two();
+        let bytes = std::mem::size_of::<Directory>() + capacity as usize * std::mem::size_of::<DirSlot>();
+        let pages = bytes.div_ceil(PAGE_SIZE) as u32;
+        // The directory owns its own pages; a temporary owner records them.
+        let tmp = PageOwner::new();
+        let off = arena.alloc_pages(&tmp, pages)?;
+        let d: *mut Directory = arena.ptr(off);
+        // SAFETY: fresh zeroed pages.
+        unsafe {
+            (*d).lock.init();
+            (*d).capacity = capacity;
+            (*d).count = 0;
+            (*d).slots = off + std::mem::size_of::<Directory>().next_multiple_of(64) as u64;
+            (*d).owner.adopt(&tmp);
+        }
+        arena.root().store(off, Ordering::Release);
+        // SAFETY: initialised above.
+        Ok(unsafe { &*d })
+    }
+
+    /// The directory of a formatted arena, if created.
+    pub fn get(arena: &Arena) -> Option<&Directory> {
+        let off = arena.root().load(Ordering::Acquire);
+        if off == NULL_OFF {
+            None
+        } else {
+            // SAFETY: the root is the directory published by `create`.
+            Some(unsafe { arena.get::<Directory>(off) })
+        }
+    }
+
+    fn slot<'a>(&self, arena: &'a Arena, i: u32) -> &'a mut DirSlot {
+        // SAFETY: i < capacity; the lock guards slot contents.
+        unsafe { &mut *arena.ptr::<DirSlot>(self.slots + i as u64 * std::mem::size_of::<DirSlot>() as u64) }
+    }
+
+    fn find(&self, arena: &Arena, key: &TableKey) -> Option<u32> {
+        let mask = self.capacity - 1;
+        let mut i = (hash_key(key) as u32) & mask;
+        for _ in 0..self.capacity {
+            let s = self.slot(arena, i);
+            match s.state {
+                SLOT_EMPTY => return None,
+                SLOT_USED if s.key == *key => return Some(i),
+                _ => {}
+            }
+            i = (i + 1) & mask;
+        }
+        None
+    }
+
+    pub fn lookup<'a>(&self, arena: &'a Arena, key: &TableKey) -> Option<&'a Table> {
+        let _g = self.lock.lock();
+        let i = self.find(arena, key)?;
+        // SAFETY: used slots point at live tables.
+        Some(unsafe { arena.get::<Table>(self.slot(arena, i).table) })
+    }
+
+    /// Find the table for `key`, creating it with `specs` if missing.
+    pub fn get_or_create<'a>(
+        &self,
+        arena: &'a Arena,
+        key: &TableKey,
+        specs: &dyn Fn() -> Vec<ColumnSpec>,
+    ) -> AllocResult<&'a Table> {
+        let _g = self.lock.lock();
+        if let Some(i) = self.find(arena, key) {
+            // SAFETY: used slots point at live tables.
+            return Ok(unsafe { arena.get::<Table>(self.slot(arena, i).table) });
+        }
+        if (self.count + 1) * 4 > self.capacity * 3 {
+            return Err(AllocError::OutOfMemory { requested: std::mem::size_of::<DirSlot>() as u64 });
+        }
+        let table = Table::create(arena, &self.owner, *key, &specs())?;
+        let mask = self.capacity - 1;
+        let mut i = (hash_key(key) as u32) & mask;
+        loop {
+            let s = self.slot(arena, i);
+            if s.state != SLOT_USED {
+                s.key = *key;
+                s.table = arena.off_of(table as *const Table);
+                s.state = SLOT_USED;
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        // SAFETY: count is guarded by the lock.
+        unsafe { (*(self as *const Directory as *mut Directory)).count += 1 };
+        Ok(table)
+    }
+
+    /// Remove and free the table for `key`. Returns false if there is none.
+    pub fn drop_table(&self, arena: &Arena, key: &TableKey) -> bool {
+        let table = {
+            let _g = self.lock.lock();
+            let Some(i) = self.find(arena, key) else { return false };
+            let s = self.slot(arena, i);
+            s.state = SLOT_TOMB;
+            // SAFETY: count is guarded by the lock.
+            unsafe { (*(self as *const Directory as *mut Directory)).count -= 1 };
+            s.table
+        };
+        // SAFETY: the slot pointed at a live table, now unreachable.
+        let t = unsafe { arena.get::<Table>(table) };
+        t.destroy(arena, &self.owner);
+        true
+    }
+
+    /// Visit every table.
+    pub fn for_each(&self, arena: &Arena, mut f: impl FnMut(&Table)) {
+        let _g = self.lock.lock();
+        for i in 0..self.capacity {
+            let s = self.slot(arena, i);
+            if s.state == SLOT_USED {
+                // SAFETY: used slots point at live tables.
+                f(unsafe { arena.get::<Table>(s.table) });
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        let _g = self.lock.lock();
+        self.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> Arena {
+        let a = Arena::create_private(256 << 20).unwrap();
+        a.format(4).unwrap();
+        Directory::create(&a, 1024).unwrap();
+        a
+    }
+
+    fn read(arena: &Arena, t: &Table, col: usize, row: u64) -> Option<Vec<u8>> {
+        match t.value(arena, col, row) {
+            ValueRef::Null => None,
+            ValueRef::Fixed(p) => {
+                let w = 1usize << t.column(arena, col).width_shift;
+                Some(unsafe { std::slice::from_raw_parts(p, w) }.to_vec())
+            }
+            ValueRef::Inline(p) => Some(unsafe { std::slice::from_raw_parts(p, VAR_SLOT) }.to_vec()),
+            ValueRef::Blob(p, n) => Some(unsafe { std::slice::from_raw_parts(p, n as usize) }.to_vec()),
+        }
+    }
+
+    #[test]
+    fn insert_read_drop() {
+        let a = setup();
+        let dir = Directory::get(&a).unwrap();
+        let base = a.stats().used_bytes;
+        let key = [1, 2, 3, 0];
+        let t = dir
+            .get_or_create(&a, &key, &|| vec![ColumnSpec::fixed(8), ColumnSpec::var(), ColumnSpec::fixed(1)])
+            .unwrap();
+        let big = vec![7u8; 200_000];
+        let mut inline = [0u8; 16];
+        inline[0] = 9;
+        let n = 100_000u64;
+        for i in 0..n {
+            let k = i.to_ne_bytes();
+            let vals = [
+                Value::Fixed(&k),
+                if i % 3 == 0 { Value::Blob(&big[..(i as usize % 1000) + 20]) } else if i % 3 == 1 { Value::Inline(&inline) } else { Value::Null },
+                if i % 2 == 0 { Value::Null } else { Value::Fixed(&[1]) },
+            ];
+            let mut blobs = vec![];
+            t.prepare_blobs(&a, &vals, &mut blobs).unwrap();
+            let r = t.insert_rows(&a, &[&vals], &blobs, 100, 0, 0, 0).unwrap();
+            assert_eq!(r, i);
+        }
+        assert_eq!(t.nrows(), n);
+        for i in 0..n {
+            assert_eq!(read(&a, t, 0, i).unwrap(), i.to_ne_bytes());
+            let v = read(&a, t, 1, i);
+            match i % 3 {
+                0 => assert_eq!(v.unwrap().len(), (i as usize % 1000) + 20),
+                1 => assert_eq!(v.unwrap()[0], 9),
+                _ => assert!(v.is_none()),
+            }
+            assert_eq!(read(&a, t, 2, i).is_none(), i % 2 == 0);
+            let h = t.header(&a, i).unwrap();
+            assert_eq!(h.xmin, 100);
+        }
+        // a big blob spanning pages
+        let vals = [Value::Fixed(&[0; 8]), Value::Blob(&big), Value::Null];
+        let mut blobs = vec![];
+        t.prepare_blobs(&a, &vals, &mut blobs).unwrap();
+        let r = t.insert_rows(&a, &[&vals], &blobs, 100, 0, 0, 0).unwrap();
+        assert_eq!(read(&a, t, 1, r).unwrap(), big);
+        assert!(a.stats().used_bytes > base);
+        assert!(dir.drop_table(&a, &key));
+        assert_eq!(a.stats().used_bytes, base);
+        assert!(dir.lookup(&a, &key).is_none());
+    }
+
+    #[test]
+    fn out_of_memory_leaves_table_intact() {
+        let a = Arena::create_private(16 << 20).unwrap();
+        a.format(4).unwrap();
+        let dir = Directory::create(&a, 64).unwrap();
+        let t = dir.get_or_create(&a, &[9, 9, 9, 9], &|| vec![ColumnSpec::var()]).unwrap();
+        let small = [Value::Blob(&[5u8; 100])];
+        let mut blobs = vec![];
+        t.prepare_blobs(&a, &small, &mut blobs).unwrap();
+        t.insert_rows(&a, &[&small], &blobs, 10, 0, 0, 0).unwrap();
+        let huge = vec![1u8; 64 << 20];
+        let mut blobs = vec![];
+        let err = t.prepare_blobs(&a, &[Value::Blob(&huge)], &mut blobs).unwrap_err();
+        assert!(matches!(err, AllocError::OutOfMemory { .. }));
+        assert!(blobs.is_empty());
+        assert_eq!(read(&a, t, 0, 0).unwrap(), vec![5u8; 100]);
+        // fill until failure: every row that was inserted reads back
+        let mut n = 1;
+        loop {
+            let v = [Value::Blob(&[3u8; 3000])];
+            let mut blobs = vec![];
+            if t.prepare_blobs(&a, &v, &mut blobs).is_err() {
+                break;
+            }
+            if t.insert_rows(&a, &[&v], &blobs, 10, 0, 0, 0).is_err() {
+                break;
+            }
+            n += 1;
+        }
+        for r in 1..n {
+            assert_eq!(read(&a, t, 0, r).unwrap(), vec![3u8; 3000]);
+        }
+        assert!(dir.drop_table(&a, &[9, 9, 9, 9]));
+    }
+}

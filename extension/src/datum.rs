@@ -1,0 +1,211 @@
+//! Datums to engine values and back.
+//!
+//! Storage per attribute (DESIGN §3):
+//!
+//! * pass-by-value types (`attlen` 1, 2, 4, 8): their bytes, inline;
+//! * fixed-length pass-by-reference types up to [`MAX_INLINE_FIXED`] bytes
+//!   (uuid, interval, name, point, box, macaddr, ...): their bytes, inline,
+//!   the element width rounded up to a power of two;
+//! * variable-length types (`attlen` -1): detoasted on write. Values of at
+//!   most 15 payload bytes are stored in the 16-byte slot as a short
+//!   (1-byte header) varlena; longer ones as an immutable blob with a
+//!   regular 4-byte header, so a scan can hand out a pointer to it without
+//!   copying;
+//! * C strings (`attlen` -2) and larger fixed-length types: blobs.
+//!
+//! Dropped attributes store nothing (they are always NULL).
+
+use anker_engine::table::{ColumnKind, ColumnSpec, Value, ValueRef, VAR_SLOT};
+use pgrx::pg_sys;
+
+/// Fixed-length pass-by-reference values larger than this go to blobs.
+pub const MAX_INLINE_FIXED: i16 = 64;
+
+/// The attributes of a tuple descriptor.
+pub fn attrs<'a>(desc: pg_sys::TupleDesc) -> &'a [pg_sys::FormData_pg_attribute] {
+    // SAFETY: a tuple descriptor holds `natts` attributes.
+    unsafe { (*desc).attrs.as_slice((*desc).natts as usize) }
+}
+
+/// How an attribute is stored.
+pub fn spec_for(att: &pg_sys::FormData_pg_attribute) -> ColumnSpec {
+    if att.attisdropped {
+        ColumnSpec::fixed(1)
+    } else if att.attbyval {
+        ColumnSpec::fixed(att.attlen as usize)
+    } else if att.attlen > 0 && att.attlen <= MAX_INLINE_FIXED {
+        ColumnSpec::fixed(att.attlen as usize)
+    } else {
+        ColumnSpec::var()
+    }
+}
+
+pub fn specs_for(desc: pg_sys::TupleDesc) -> Vec<ColumnSpec> {
+    attrs(desc).iter().map(spec_for).collect()
+}
+
+/// One encoded value, owning whatever bytes it needs.
+enum Enc {
+    Null,
+    Fixed([u8; 8], usize),
+    FixedRef(*const u8, usize),
+    Inline([u8; VAR_SLOT]),
+    BlobRef(*const u8, usize),
+    BlobOwned(Vec<u8>),
+}
+
+/// Converts rows of datums into engine values. Reused across rows to keep
+/// allocations down.
+#[derive(Default)]
+pub struct Encoder {
+    encs: Vec<Enc>,
+}
+
+#[inline]
+fn is_1b(p: *const u8) -> bool {
+    // SAFETY: p points at a varlena header.
+    unsafe { *p & 0x01 == 0x01 }
+}
+
+/// Total size of an in-memory (not external, not compressed) varlena.
+#[inline]
+pub fn varsize_any(p: *const u8) -> usize {
+    // SAFETY: p points at a detoasted varlena header.
+    unsafe {
+        if is_1b(p) {
+            ((*p >> 1) & 0x7f) as usize
+        } else {
+            (((p as *const u32).read_unaligned() >> 2) & 0x3fff_ffff) as usize
+        }
+    }
+}
+
+impl Encoder {
+    /// Encode `values`/`nulls` (one per attribute of `desc`).
+    ///
+    /// # Safety
+    /// The datums must be valid for their attributes' types and outlive the
+    /// values returned by [`values`](Self::values).
+    pub unsafe fn encode(&mut self, desc: pg_sys::TupleDesc, values: &[pg_sys::Datum], nulls: &[bool]) {
+        self.encs.clear();
+        for (i, att) in attrs(desc).iter().enumerate() {
+            if nulls[i] || att.attisdropped {
+                self.encs.push(Enc::Null);
+                continue;
+            }
+            let d = values[i];
+            let enc = if att.attbyval {
+                Enc::Fixed((d.value() as u64).to_ne_bytes(), att.attlen as usize)
+            } else if att.attlen > 0 && att.attlen <= MAX_INLINE_FIXED {
+                Enc::FixedRef(d.cast_mut_ptr::<u8>(), att.attlen as usize)
+            } else if att.attlen > 0 {
+                Enc::BlobRef(d.cast_mut_ptr::<u8>(), att.attlen as usize)
+            } else if att.attlen == -2 {
+                let s = std::ffi::CStr::from_ptr(d.cast_mut_ptr::<std::ffi::c_char>());
+                Enc::BlobRef(s.as_ptr() as *const u8, s.to_bytes_with_nul().len())
+            } else {
+                // Flatten external, compressed and expanded values.
+                let p = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr::<pg_sys::varlena>()) as *const u8;
+                let total = varsize_any(p);
+                if is_1b(p) {
+                    let payload = total - 1;
+                    if payload < VAR_SLOT {
+                        let mut slot = [0u8; VAR_SLOT];
+                        std::ptr::copy_nonoverlapping(p, slot.as_mut_ptr(), total);
+                        Enc::Inline(slot)
+                    } else {
+                        // Re-header as a 4-byte varlena for the blob.
+                        let mut v = Vec::with_capacity(payload + 4);
+                        v.extend_from_slice(&(((payload + 4) as u32) << 2).to_ne_bytes());
+                        v.extend_from_slice(std::slice::from_raw_parts(p.add(1), payload));
+                        Enc::BlobOwned(v)
+                    }
+                } else {
+                    let payload = total - 4;
+                    if payload < VAR_SLOT {
+                        let mut slot = [0u8; VAR_SLOT];
+                        slot[0] = (((payload + 1) as u8) << 1) | 1;
+                        std::ptr::copy_nonoverlapping(p.add(4), slot.as_mut_ptr().add(1), payload);
+                        Enc::Inline(slot)
+                    } else {
+                        Enc::BlobRef(p, total)
+                    }
+                }
+            };
+            self.encs.push(enc);
+        }
+    }
+
+    /// The engine values of the last encoded row.
+    pub fn values(&self) -> Vec<Value<'_>> {
+        self.encs
+            .iter()
+            .map(|e| match e {
+                Enc::Null => Value::Null,
+                Enc::Fixed(b, n) => Value::Fixed(&b[..*n]),
+                // SAFETY: encode's contract keeps the datums alive.
+                Enc::FixedRef(p, n) => Value::Fixed(unsafe { std::slice::from_raw_parts(*p, *n) }),
+                Enc::Inline(s) => Value::Inline(&s[..]),
+                // SAFETY: as above.
+                Enc::BlobRef(p, n) => Value::Blob(unsafe { std::slice::from_raw_parts(*p, *n) }),
+                Enc::BlobOwned(v) => Value::Blob(v),
+            })
+            .collect()
+    }
+}
+
+/// Turn a stored value into a datum.
+///
+/// `stable` says whether the memory behind `v` cannot change while the
+/// datum is in use (blobs always; frozen snapshot pages). Otherwise
+/// by-reference bytes are copied into `cx`.
+///
+/// # Safety
+/// `v` must come from a column stored with [`spec_for`]`(att)`.
+#[inline]
+pub unsafe fn to_datum(
+    att: &pg_sys::FormData_pg_attribute,
+    v: ValueRef,
+    stable: bool,
+    cx: pg_sys::MemoryContext,
+) -> Option<pg_sys::Datum> {
+    match v {
+        ValueRef::Null => None,
+        ValueRef::Fixed(p) => {
+            if att.attbyval {
+                let d = match att.attlen {
+                    1 => (*(p as *const i8)) as i64 as u64,
+                    2 => (p as *const i16).read_unaligned() as i64 as u64,
+                    4 => (p as *const i32).read_unaligned() as i64 as u64,
+                    _ => (p as *const u64).read_unaligned(),
+                };
+                Some(pg_sys::Datum::from(d as usize))
+            } else if stable {
+                Some(pg_sys::Datum::from(p as usize))
+            } else {
+                let n = att.attlen as usize;
+                let dst = pg_sys::MemoryContextAlloc(cx, n) as *mut u8;
+                std::ptr::copy_nonoverlapping(p, dst, n);
+                Some(pg_sys::Datum::from(dst as usize))
+            }
+        }
+        ValueRef::Inline(p) => {
+            if stable {
+                Some(pg_sys::Datum::from(p as usize))
+            } else {
+                let n = varsize_any(p);
+                let dst = pg_sys::MemoryContextAlloc(cx, n) as *mut u8;
+                std::ptr::copy_nonoverlapping(p, dst, n);
+                Some(pg_sys::Datum::from(dst as usize))
+            }
+        }
+        ValueRef::Blob(p, _) => Some(pg_sys::Datum::from(p as usize)),
+    }
+}
+
+/// Is this column's storage consistent with the attribute (same kind and
+/// width)? Used to detect stale columns after an aborted ALTER TABLE.
+pub fn spec_matches(kind: ColumnKind, width_shift: u32, att: &pg_sys::FormData_pg_attribute) -> bool {
+    let s = spec_for(att);
+    s.kind == kind && s.width_shift == width_shift
+}

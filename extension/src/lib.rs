@@ -1,0 +1,37 @@
+//! anker: an in-memory columnar table access method for PostgreSQL 15.
+//!
+//! This crate is the PostgreSQL boundary. The storage engine itself lives in
+//! the PostgreSQL-free `anker-engine` crate; here we translate between
+//! PostgreSQL's world (relations, slots, datums, snapshots, transactions)
+//! and the engine. See `docs/architecture.md` for the tour.
+
+use pgrx::prelude::*;
+
+mod datum;
+mod error;
+mod guc;
+mod shmem;
+mod sql;
+mod storage;
+mod tam;
+mod visibility;
+
+::pgrx::pg_module_magic!();
+
+/// Called when the library is loaded: by the postmaster when anker is in
+/// `shared_preload_libraries` (the supported way), or by a backend that
+/// touches the extension otherwise.
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    // SAFETY: reading a postmaster-set global.
+    let preloading = unsafe { pg_sys::process_shared_preload_libraries_in_progress };
+    guc::define(preloading);
+    if !preloading {
+        // Without the shared arena nothing can work; every entry point
+        // raises a clear error (see `shmem::arena`).
+        return;
+    }
+    shmem::reserve_arena();
+    shmem::install_hooks();
+    storage::install_hooks();
+}

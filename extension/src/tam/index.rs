@@ -1,0 +1,189 @@
+//! Index support: fetching rows by TID for index scans, building indexes,
+//! and answering the index AMs' deletion questions.
+
+use super::scan::{fetch_into, fill_slot, new_row_context};
+use super::{row_to_tid, tid_to_row, ROWS_PER_BLOCK};
+use crate::error::not_supported;
+use crate::shmem;
+use crate::storage::table_of;
+use crate::visibility::{xid_state, Visibility, XidState};
+use anker_engine::table::{flag, Table};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+#[repr(C)]
+struct IndexFetch {
+    base: pg_sys::IndexFetchTableData,
+    table: *const Table,
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn index_fetch_begin(rel: pg_sys::Relation) -> *mut pg_sys::IndexFetchTableData {
+    let f = pg_sys::palloc0(std::mem::size_of::<IndexFetch>()) as *mut IndexFetch;
+    (*f).base.rel = rel;
+    (*f).table = table_of(rel);
+    f as *mut pg_sys::IndexFetchTableData
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn index_fetch_reset(_data: *mut pg_sys::IndexFetchTableData) {}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn index_fetch_end(data: *mut pg_sys::IndexFetchTableData) {
+    pg_sys::pfree(data as *mut std::ffi::c_void);
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn index_fetch_tuple(
+    scan: *mut pg_sys::IndexFetchTableData,
+    tid: pg_sys::ItemPointer,
+    snapshot: pg_sys::Snapshot,
+    slot: *mut pg_sys::TupleTableSlot,
+    call_again: *mut bool,
+    all_dead: *mut bool,
+) -> bool {
+    let f = &*(scan as *mut IndexFetch);
+    let table = &*f.table;
+    // No HOT chains: one TID, one row.
+    *call_again = false;
+    if !all_dead.is_null() {
+        *all_dead = false;
+    }
+    let Some(row) = tid_to_row(tid) else { return false };
+    if row >= table.nrows() {
+        return false;
+    }
+    fetch_into(f.base.rel, table, row, &Visibility::new(snapshot), slot)
+}
+
+/// No index entry is ever reported as deletable: anker keeps no per-TID
+/// "dead" state for the index AM to act on; VACUUM removes index entries.
+#[pg_guard]
+pub unsafe extern "C-unwind" fn index_delete_tuples(
+    _rel: pg_sys::Relation,
+    delstate: *mut pg_sys::TM_IndexDeleteOp,
+) -> pg_sys::TransactionId {
+    let n = (*delstate).ndeltids as usize;
+    let status = std::slice::from_raw_parts_mut((*delstate).status, n);
+    for s in status {
+        s.knowndeletable = false;
+    }
+    pg_sys::InvalidTransactionId
+}
+
+/// Should an index build include this row? Everything some snapshot may
+/// still see: live rows, rows inserted by our own transaction, and rows
+/// whose deleter is not yet older than every snapshot (as heap's
+/// RECENTLY_DEAD). Returns (include, alive).
+fn build_includes(h: &anker_engine::table::RowHeader, oldest_xmin: u32) -> (bool, bool) {
+    let mut hints = 0;
+    match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut hints) {
+        XidState::Aborted => return (false, false),
+        XidState::InProgress | XidState::Current | XidState::Committed => {}
+    }
+    if h.xmax == 0 || h.flags & flag::XMAX_LOCK_ONLY != 0 {
+        return (true, true);
+    }
+    match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, &mut hints) {
+        XidState::Committed => {
+            // SAFETY: plain xid comparison.
+            let removable = unsafe { pg_sys::TransactionIdPrecedes(h.xmax.into(), oldest_xmin.into()) };
+            (!removable, false)
+        }
+        XidState::Aborted => (true, true),
+        _ => (true, false),
+    }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn index_build_range_scan(
+    table_rel: pg_sys::Relation,
+    index_rel: pg_sys::Relation,
+    index_info: *mut pg_sys::IndexInfo,
+    _allow_sync: bool,
+    anyvisible: bool,
+    _progress: bool,
+    start_blockno: pg_sys::BlockNumber,
+    numblocks: pg_sys::BlockNumber,
+    callback: pg_sys::IndexBuildCallback,
+    callback_state: *mut std::ffi::c_void,
+    scan: pg_sys::TableScanDesc,
+) -> f64 {
+    if (*index_info).ii_Concurrent {
+        not_supported("CREATE INDEX CONCURRENTLY (use CREATE INDEX)");
+    }
+    let arena = shmem::arena();
+    let table = table_of(table_rel);
+    let callback = callback.expect("index build callback");
+    let estate = pg_sys::CreateExecutorState();
+    let econtext = pg_sys::MakePerTupleExprContext(estate);
+    let slot = pg_sys::table_slot_create(table_rel, std::ptr::null_mut());
+    (*econtext).ecxt_scantuple = slot;
+    let predicate = pg_sys::ExecPrepareQual((*index_info).ii_Predicate, estate);
+    let oldest_xmin: u32 = pg_sys::GetOldestNonRemovableTransactionId(table_rel).into();
+    // A caller-provided scan (parallel builds) fixes the snapshot to use.
+    let vis = if !scan.is_null() && !(*scan).rs_snapshot.is_null() {
+        Some(Visibility::new((*scan).rs_snapshot))
+    } else {
+        None
+    };
+    let nrows = table.nrows();
+    let first = (start_blockno as u64 * ROWS_PER_BLOCK).min(nrows);
+    let last = if numblocks == pg_sys::InvalidBlockNumber {
+        nrows
+    } else {
+        ((start_blockno as u64 + numblocks as u64) * ROWS_PER_BLOCK).min(nrows)
+    };
+    let cx = new_row_context(c"anker index build");
+    let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+    let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
+    let mut reltuples = 0.0;
+    for row in first..last {
+        if row % 8192 == 0 {
+            pg_sys::check_for_interrupts!();
+        }
+        let Some(h) = table.header(arena, row) else { continue };
+        let (include, alive) = match &vis {
+            Some(v) => {
+                let mut hints = 0;
+                let ok = v.visible(&h, &mut hints);
+                (ok, ok)
+            }
+            None => {
+                let (inc, alive) = build_includes(&h, oldest_xmin);
+                (inc, alive || anyvisible)
+            }
+        };
+        if !include {
+            continue;
+        }
+        reltuples += 1.0;
+        pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+        pg_sys::MemoryContextReset(cx);
+        fill_slot(table_rel, table, row, slot, None, cx);
+        if !predicate.is_null() && !pg_sys::ExecQual(predicate, econtext) {
+            continue;
+        }
+        pg_sys::FormIndexDatum(index_info, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
+        let mut tid = pg_sys::ItemPointerData::default();
+        row_to_tid(row, &mut tid);
+        callback(index_rel, &mut tid, values.as_mut_ptr(), isnull.as_mut_ptr(), alive, callback_state);
+    }
+    pg_sys::MemoryContextDelete(cx);
+    pg_sys::ExecDropSingleTupleTableSlot(slot);
+    pg_sys::FreeExecutorState(estate);
+    (*index_info).ii_ExpressionsState = std::ptr::null_mut();
+    (*index_info).ii_PredicateState = std::ptr::null_mut();
+    reltuples
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn index_validate_scan(
+    _table_rel: pg_sys::Relation,
+    _index_rel: pg_sys::Relation,
+    _index_info: *mut pg_sys::IndexInfo,
+    _snapshot: pg_sys::Snapshot,
+    _state: *mut pg_sys::ValidateIndexState,
+) {
+    not_supported("CREATE INDEX CONCURRENTLY (use CREATE INDEX)");
+}

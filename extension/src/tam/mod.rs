@@ -1,0 +1,134 @@
+//! The table access method: PostgreSQL's `TableAmRoutine` for anker.
+//!
+//! Every callback is set (PostgreSQL 15 only asserts their presence, so a
+//! missing one would crash a release build). Callbacks for features anker
+//! does not have raise `ERRCODE_FEATURE_NOT_SUPPORTED` naming the operation.
+//!
+//! Row ids map to TIDs as `block = row / ROWS_PER_BLOCK`,
+//! `offset = row % ROWS_PER_BLOCK + 1` (DESIGN §3); `ROWS_PER_BLOCK` stays
+//! below `MaxHeapTuplesPerPage`, which bitmap scans and GIN assume.
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+#[allow(unused_imports)]
+use crate::sql::assert_preloaded;
+
+mod ddl;
+mod index;
+mod modify;
+pub mod scan;
+
+/// Rows per TID block; at most MaxHeapTuplesPerPage (291 for 8 kB blocks).
+pub const ROWS_PER_BLOCK: u64 = 256;
+
+#[inline]
+pub fn row_to_tid(row: u64, tid: &mut pg_sys::ItemPointerData) {
+    let block = (row / ROWS_PER_BLOCK) as u32;
+    let off = (row % ROWS_PER_BLOCK) as u16 + 1;
+    tid.ip_blkid.bi_hi = (block >> 16) as u16;
+    tid.ip_blkid.bi_lo = block as u16;
+    tid.ip_posid = off;
+}
+
+/// The row id of a TID, or None for a TID that cannot name an anker row.
+#[inline]
+pub fn tid_to_row(tid: *const pg_sys::ItemPointerData) -> Option<u64> {
+    // SAFETY: callers pass a valid ItemPointer.
+    let t = unsafe { &*tid };
+    let block = ((t.ip_blkid.bi_hi as u64) << 16) | t.ip_blkid.bi_lo as u64;
+    let off = t.ip_posid as u64;
+    if off == 0 || off > ROWS_PER_BLOCK {
+        return None;
+    }
+    Some(block * ROWS_PER_BLOCK + off - 1)
+}
+
+pub fn blocks_for_rows(nrows: u64) -> u64 {
+    nrows.div_ceil(ROWS_PER_BLOCK)
+}
+
+/// Is `rel` an anker relation?
+pub fn is_anker(rel: pg_sys::Relation) -> bool {
+    // SAFETY: rel is a valid open relation.
+    unsafe { std::ptr::eq((*rel).rd_tableam, &raw const ROUTINE) }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn slot_callbacks(_rel: pg_sys::Relation) -> *const pg_sys::TupleTableSlotOps {
+    &raw const pg_sys::TTSOpsVirtual
+}
+
+static mut ROUTINE: pg_sys::TableAmRoutine = pg_sys::TableAmRoutine {
+    type_: pg_sys::NodeTag::T_TableAmRoutine,
+    slot_callbacks: Some(slot_callbacks),
+    scan_begin: Some(scan::scan_begin),
+    scan_end: Some(scan::scan_end),
+    scan_rescan: Some(scan::scan_rescan),
+    scan_getnextslot: Some(scan::scan_getnextslot),
+    scan_set_tidrange: Some(scan::scan_set_tidrange),
+    scan_getnextslot_tidrange: Some(scan::scan_getnextslot_tidrange),
+    parallelscan_estimate: Some(scan::parallelscan_estimate),
+    parallelscan_initialize: Some(scan::parallelscan_initialize),
+    parallelscan_reinitialize: Some(scan::parallelscan_reinitialize),
+    index_fetch_begin: Some(index::index_fetch_begin),
+    index_fetch_reset: Some(index::index_fetch_reset),
+    index_fetch_end: Some(index::index_fetch_end),
+    index_fetch_tuple: Some(index::index_fetch_tuple),
+    tuple_fetch_row_version: Some(scan::tuple_fetch_row_version),
+    tuple_tid_valid: Some(scan::tuple_tid_valid),
+    tuple_get_latest_tid: Some(scan::tuple_get_latest_tid),
+    tuple_satisfies_snapshot: Some(scan::tuple_satisfies_snapshot),
+    index_delete_tuples: Some(index::index_delete_tuples),
+    tuple_insert: Some(modify::tuple_insert),
+    tuple_insert_speculative: Some(modify::tuple_insert_speculative),
+    tuple_complete_speculative: Some(modify::tuple_complete_speculative),
+    multi_insert: Some(modify::multi_insert),
+    tuple_delete: Some(modify::tuple_delete),
+    tuple_update: Some(modify::tuple_update),
+    tuple_lock: Some(modify::tuple_lock),
+    finish_bulk_insert: Some(modify::finish_bulk_insert),
+    relation_set_new_filenode: Some(ddl::relation_set_new_filenode),
+    relation_nontransactional_truncate: Some(ddl::relation_nontransactional_truncate),
+    relation_copy_data: Some(ddl::relation_copy_data),
+    relation_copy_for_cluster: Some(ddl::relation_copy_for_cluster),
+    relation_vacuum: Some(ddl::relation_vacuum),
+    scan_analyze_next_block: Some(scan::scan_analyze_next_block),
+    scan_analyze_next_tuple: Some(scan::scan_analyze_next_tuple),
+    index_build_range_scan: Some(index::index_build_range_scan),
+    index_validate_scan: Some(index::index_validate_scan),
+    relation_size: Some(ddl::relation_size),
+    relation_needs_toast_table: Some(ddl::relation_needs_toast_table),
+    relation_toast_am: Some(ddl::relation_toast_am),
+    relation_fetch_toast_slice: Some(ddl::relation_fetch_toast_slice),
+    relation_estimate_size: Some(ddl::relation_estimate_size),
+    scan_bitmap_next_block: Some(scan::scan_bitmap_next_block),
+    scan_bitmap_next_tuple: Some(scan::scan_bitmap_next_tuple),
+    scan_sample_next_block: Some(scan::scan_sample_next_block),
+    scan_sample_next_tuple: Some(scan::scan_sample_next_tuple),
+};
+
+#[no_mangle]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_anker_tableam_handler() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+/// `anker.anker_tableam_handler(internal) RETURNS table_am_handler`.
+#[no_mangle]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn anker_tableam_handler(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    pg_sys::Datum::from(&raw const ROUTINE)
+}
+
+pgrx::extension_sql!(
+    r#"
+SELECT anker.assert_preloaded();
+CREATE FUNCTION anker.anker_tableam_handler(internal) RETURNS table_am_handler
+    LANGUAGE C STRICT AS 'MODULE_PATHNAME', 'anker_tableam_handler';
+CREATE ACCESS METHOD anker TYPE TABLE HANDLER anker.anker_tableam_handler;
+COMMENT ON ACCESS METHOD anker IS 'in-memory columnar tables with virtual snapshots';
+"#,
+    name = "access_method",
+    requires = [assert_preloaded]
+);

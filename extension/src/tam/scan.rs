@@ -1,0 +1,635 @@
+//! Reading rows: sequential, TID-range, bitmap, sample and ANALYZE scans,
+//! parallel scans, and single-row fetches by TID.
+//!
+//! All of them funnel into [`read_row`], which finds the row version visible
+//! to a snapshot and stores the requested attributes in a virtual slot.
+
+use super::{blocks_for_rows, row_to_tid, tid_to_row, ROWS_PER_BLOCK};
+use crate::datum;
+use crate::shmem;
+use crate::storage::table_of;
+use crate::visibility::{xid_state, Visibility, XidState};
+use anker_engine::table::{flag, RowHeader, Table};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Rows a parallel worker claims at a time.
+const PARALLEL_CHUNK: u64 = 8192;
+
+/// Find the version of `row` visible to `vis` and store it in `slot`.
+/// `needed[i]` (if given) selects the attributes to fill; the others are
+/// NULL. By-reference values from live pages are copied into `cx`.
+///
+/// # Safety
+/// `slot` must be a virtual slot for `rel`'s descriptor.
+pub unsafe fn read_row(
+    rel: pg_sys::Relation,
+    table: &Table,
+    row: u64,
+    vis: &Visibility,
+    slot: *mut pg_sys::TupleTableSlot,
+    needed: Option<&[bool]>,
+    cx: pg_sys::MemoryContext,
+) -> bool {
+    let arena = shmem::arena();
+    loop {
+        let Some(h) = table.header(arena, row) else { return false };
+        let mut hints = 0;
+        let visible = vis.visible(&h, &mut hints);
+        if hints != 0 {
+            table.set_hint(arena, row, hints);
+        }
+        if !visible {
+            return false;
+        }
+        fill_slot(rel, table, row, slot, needed, cx);
+        if table.row_unchanged(arena, row, &h) {
+            return true;
+        }
+        // A writer changed the row while we copied it: read it again.
+        pg_sys::MemoryContextReset(cx);
+    }
+}
+
+/// Store the live values of `row` in `slot`.
+///
+/// # Safety
+/// As for [`read_row`].
+pub unsafe fn fill_slot(
+    rel: pg_sys::Relation,
+    table: &Table,
+    row: u64,
+    slot: *mut pg_sys::TupleTableSlot,
+    needed: Option<&[bool]>,
+    cx: pg_sys::MemoryContext,
+) {
+    let arena = shmem::arena();
+    pg_sys::ExecClearTuple(slot);
+    let desc = (*slot).tts_tupleDescriptor;
+    let atts = datum::attrs(desc);
+    let values = std::slice::from_raw_parts_mut((*slot).tts_values, atts.len());
+    let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, atts.len());
+    for (i, att) in atts.iter().enumerate() {
+        let wanted = needed.map_or(true, |n| n[i]) && !att.attisdropped && i < table.ncols();
+        let d = if wanted { datum::to_datum(att, table.value(arena, i, row), false, cx) } else { None };
+        match d {
+            Some(d) => {
+                values[i] = d;
+                nulls[i] = false;
+            }
+            None => {
+                values[i] = pg_sys::Datum::from(0usize);
+                nulls[i] = true;
+            }
+        }
+    }
+    pg_sys::ExecStoreVirtualTuple(slot);
+    row_to_tid(row, &mut (*slot).tts_tid);
+    (*slot).tts_tableOid = (*rel).rd_id;
+}
+
+/// Shared state of a parallel scan, in dynamic shared memory.
+#[repr(C)]
+struct ParallelScan {
+    base: pg_sys::ParallelTableScanDescData,
+    next_row: AtomicU64,
+    nrows: u64,
+}
+
+/// anker's scan descriptor; `base` must come first (PostgreSQL sees only
+/// it). It lives in palloc'd memory and holds no Rust-owned allocations, so
+/// an error that skips `scan_end` leaks nothing.
+#[repr(C)]
+pub struct ScanDesc {
+    pub base: pg_sys::TableScanDescData,
+    table: *const Table,
+    vis: Option<Visibility>,
+    /// The scan covers rows `lo..end`; `cur` is the last position visited
+    /// (`lo - 1` before the start, `end` after the end).
+    lo: u64,
+    end: u64,
+    cur: i64,
+    started: bool,
+    parallel: *mut ParallelScan,
+    par_next: u64,
+    par_end: u64,
+    /// Bitmap, sample and analyze scans: rows of the current block.
+    block_rows: [u64; ROWS_PER_BLOCK as usize],
+    block_n: usize,
+    block_pos: usize,
+    sample_block: u64,
+    /// Attributes to fill (`natts` flags), or null for all.
+    needed: *const bool,
+    natts: usize,
+    /// Copies of by-reference values of the current row.
+    row_cx: pg_sys::MemoryContext,
+}
+
+#[inline]
+unsafe fn desc<'a>(scan: pg_sys::TableScanDesc) -> &'a mut ScanDesc {
+    &mut *(scan as *mut ScanDesc)
+}
+
+impl ScanDesc {
+    fn needed(&self) -> Option<&[bool]> {
+        if self.needed.is_null() {
+            None
+        } else {
+            // SAFETY: set_needed stores a palloc'd array of natts flags.
+            Some(unsafe { std::slice::from_raw_parts(self.needed, self.natts) })
+        }
+    }
+}
+
+pub unsafe fn new_row_context(name: &'static std::ffi::CStr) -> pg_sys::MemoryContext {
+    pg_sys::AllocSetContextCreateInternal(pg_sys::CurrentMemoryContext, name.as_ptr(), 0, 1024, 8 * 1024 * 1024)
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_begin(
+    rel: pg_sys::Relation,
+    snapshot: pg_sys::Snapshot,
+    nkeys: std::ffi::c_int,
+    key: *mut pg_sys::ScanKeyData,
+    pscan: pg_sys::ParallelTableScanDesc,
+    flags: u32,
+) -> pg_sys::TableScanDesc {
+    if nkeys > 0 {
+        crate::error::not_supported("scan keys in sequential scans");
+    }
+    let table = table_of(rel);
+    let nrows = if pscan.is_null() { table.nrows() } else { (*(pscan as *mut ParallelScan)).nrows };
+    let d = pg_sys::palloc0(std::mem::size_of::<ScanDesc>()) as *mut ScanDesc;
+    std::ptr::write(
+        d,
+        ScanDesc {
+            base: pg_sys::TableScanDescData {
+                rs_rd: rel,
+                rs_snapshot: snapshot,
+                rs_nkeys: nkeys,
+                rs_key: key,
+                rs_mintid: Default::default(),
+                rs_maxtid: Default::default(),
+                rs_flags: flags,
+                rs_parallel: pscan,
+            },
+            table,
+            vis: if snapshot.is_null() { None } else { Some(Visibility::new(snapshot)) },
+            lo: 0,
+            end: nrows,
+            cur: -1,
+            started: false,
+            parallel: pscan as *mut ParallelScan,
+            par_next: 0,
+            par_end: 0,
+            block_rows: [0; ROWS_PER_BLOCK as usize],
+            block_n: 0,
+            block_pos: 0,
+            sample_block: 0,
+            needed: std::ptr::null(),
+            natts: (*(*rel).rd_att).natts as usize,
+            row_cx: new_row_context(c"anker scan row"),
+        },
+    );
+    pg_sys::RelationIncrementReferenceCount(rel);
+    d as pg_sys::TableScanDesc
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_end(scan: pg_sys::TableScanDesc) {
+    let d = desc(scan);
+    pg_sys::RelationDecrementReferenceCount(d.base.rs_rd);
+    pg_sys::MemoryContextDelete(d.row_cx);
+    if d.base.rs_flags & pg_sys::ScanOptions::SO_TEMP_SNAPSHOT != 0 {
+        pg_sys::UnregisterSnapshot(d.base.rs_snapshot);
+    }
+    pg_sys::pfree(scan as *mut std::ffi::c_void);
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_rescan(
+    scan: pg_sys::TableScanDesc,
+    _key: *mut pg_sys::ScanKeyData,
+    _set_params: bool,
+    _allow_strat: bool,
+    _allow_sync: bool,
+    _allow_pagemode: bool,
+) {
+    let d = desc(scan);
+    d.lo = 0;
+    d.end = if d.parallel.is_null() { (*d.table).nrows() } else { (*d.parallel).nrows };
+    d.started = false;
+    d.par_next = 0;
+    d.par_end = 0;
+    d.block_n = 0;
+    d.block_pos = 0;
+}
+
+/// Restrict the scan to the attributes flagged in `needed` (one per
+/// attribute, palloc'd in memory that outlives the scan).
+pub fn set_needed(scan: pg_sys::TableScanDesc, needed: *const bool) {
+    // SAFETY: scan was created by scan_begin.
+    unsafe { desc(scan).needed = needed };
+}
+
+/// The next row id to try, or None at the end of the scan.
+unsafe fn next_candidate(d: &mut ScanDesc, forward: bool) -> Option<u64> {
+    if !d.parallel.is_null() {
+        if d.par_next >= d.par_end {
+            let p = &*d.parallel;
+            let start = p.next_row.fetch_add(PARALLEL_CHUNK, Ordering::AcqRel);
+            if start >= p.nrows {
+                return None;
+            }
+            d.par_next = start;
+            d.par_end = (start + PARALLEL_CHUNK).min(p.nrows);
+        }
+        d.par_next += 1;
+        return Some(d.par_next - 1);
+    }
+    let (lo, hi) = (d.lo as i64, d.end as i64);
+    if !d.started {
+        d.cur = if forward { lo - 1 } else { hi };
+        d.started = true;
+    }
+    if forward {
+        d.cur += 1;
+        if d.cur >= hi {
+            d.cur = hi;
+            return None;
+        }
+    } else {
+        d.cur -= 1;
+        if d.cur < lo {
+            d.cur = lo - 1;
+            return None;
+        }
+    }
+    Some(d.cur as u64)
+}
+
+unsafe fn getnext(
+    scan: pg_sys::TableScanDesc,
+    direction: pg_sys::ScanDirection::Type,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    let d = desc(scan);
+    let forward = direction != pg_sys::ScanDirection::BackwardScanDirection;
+    let table = &*d.table;
+    let rel = d.base.rs_rd;
+    pg_sys::MemoryContextReset(d.row_cx);
+    let mut visited = 0u32;
+    loop {
+        let Some(row) = next_candidate(d, forward) else {
+            pg_sys::ExecClearTuple(slot);
+            return false;
+        };
+        visited += 1;
+        if visited % 8192 == 0 {
+            pg_sys::check_for_interrupts!();
+        }
+        let vis = d.vis.as_ref().expect("scan has a snapshot");
+        if read_row(rel, table, row, vis, slot, d.needed(), d.row_cx) {
+            return true;
+        }
+    }
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_getnextslot(
+    scan: pg_sys::TableScanDesc,
+    direction: pg_sys::ScanDirection::Type,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    getnext(scan, direction, slot)
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_set_tidrange(
+    scan: pg_sys::TableScanDesc,
+    mintid: pg_sys::ItemPointer,
+    maxtid: pg_sys::ItemPointer,
+) {
+    let d = desc(scan);
+    let nrows = (*d.table).nrows();
+    let block_of = |t: &pg_sys::ItemPointerData| ((t.ip_blkid.bi_hi as u64) << 16) | t.ip_blkid.bi_lo as u64;
+    // First row at or after mintid; offsets past a block's rows round up.
+    let lo = {
+        let (block, off) = (block_of(&*mintid), ((*mintid).ip_posid as u64).max(1));
+        if off > ROWS_PER_BLOCK {
+            (block + 1) * ROWS_PER_BLOCK
+        } else {
+            block * ROWS_PER_BLOCK + off - 1
+        }
+    };
+    // One past the last row at or before maxtid.
+    let hi = {
+        let (block, off) = (block_of(&*maxtid), (*maxtid).ip_posid as u64);
+        block * ROWS_PER_BLOCK + off.min(ROWS_PER_BLOCK)
+    };
+    d.lo = lo.min(nrows);
+    d.end = hi.min(nrows).max(d.lo);
+    d.base.rs_mintid = *mintid;
+    d.base.rs_maxtid = *maxtid;
+    d.started = false;
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_getnextslot_tidrange(
+    scan: pg_sys::TableScanDesc,
+    direction: pg_sys::ScanDirection::Type,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    getnext(scan, direction, slot)
+}
+
+// ---- parallel scans -------------------------------------------------------
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn parallelscan_estimate(_rel: pg_sys::Relation) -> pg_sys::Size {
+    std::mem::size_of::<ParallelScan>()
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn parallelscan_initialize(
+    rel: pg_sys::Relation,
+    pscan: pg_sys::ParallelTableScanDesc,
+) -> pg_sys::Size {
+    let p = pscan as *mut ParallelScan;
+    (*p).base.phs_relid = (*rel).rd_id;
+    (*p).base.phs_syncscan = false;
+    std::ptr::write(&raw mut (*p).next_row, AtomicU64::new(0));
+    (*p).nrows = table_of(rel).nrows();
+    std::mem::size_of::<ParallelScan>()
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn parallelscan_reinitialize(rel: pg_sys::Relation, pscan: pg_sys::ParallelTableScanDesc) {
+    let p = pscan as *mut ParallelScan;
+    (*p).next_row.store(0, Ordering::Release);
+    (*p).nrows = table_of(rel).nrows();
+}
+
+// ---- single rows ------------------------------------------------------------
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn tuple_fetch_row_version(
+    rel: pg_sys::Relation,
+    tid: pg_sys::ItemPointer,
+    snapshot: pg_sys::Snapshot,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    let table = table_of(rel);
+    let Some(row) = tid_to_row(tid) else { return false };
+    if row >= table.nrows() {
+        return false;
+    }
+    fetch_into(rel, table, row, &Visibility::new(snapshot), slot)
+}
+
+/// Read one row into a slot that outlives our scratch memory: the slot is
+/// materialised (it owns copies of all values).
+pub unsafe fn fetch_into(
+    rel: pg_sys::Relation,
+    table: &Table,
+    row: u64,
+    vis: &Visibility,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    let cx = new_row_context(c"anker fetch");
+    let found = read_row(rel, table, row, vis, slot, None, cx);
+    if found {
+        pg_sys::ExecMaterializeSlot(slot);
+    }
+    pg_sys::MemoryContextDelete(cx);
+    found
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn tuple_tid_valid(scan: pg_sys::TableScanDesc, tid: pg_sys::ItemPointer) -> bool {
+    let d = desc(scan);
+    matches!(tid_to_row(tid), Some(r) if r < (*d.table).nrows())
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn tuple_get_latest_tid(scan: pg_sys::TableScanDesc, tid: pg_sys::ItemPointer) {
+    let d = desc(scan);
+    let table = &*d.table;
+    let arena = shmem::arena();
+    let Some(mut row) = tid_to_row(tid) else { return };
+    // Follow new-row-id updates whose updater committed or is us.
+    for _ in 0..1_000_000 {
+        let Some(h) = table.header(arena, row) else { break };
+        if h.flags & flag::UPDATED == 0 || h.next >= table.nrows() {
+            break;
+        }
+        let mut hints = 0;
+        match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, &mut hints) {
+            XidState::Committed | XidState::Current => row = h.next,
+            _ => break,
+        }
+    }
+    row_to_tid(row, &mut *tid);
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn tuple_satisfies_snapshot(
+    rel: pg_sys::Relation,
+    slot: *mut pg_sys::TupleTableSlot,
+    snapshot: pg_sys::Snapshot,
+) -> bool {
+    let table = table_of(rel);
+    let Some(row) = tid_to_row(&(*slot).tts_tid) else { return false };
+    let Some(h) = table.header(shmem::arena(), row) else { return false };
+    let mut hints = 0;
+    Visibility::new(snapshot).visible(&h, &mut hints)
+}
+
+// ---- bitmap scans -----------------------------------------------------------
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_bitmap_next_block(
+    scan: pg_sys::TableScanDesc,
+    tbmres: *mut pg_sys::TBMIterateResult,
+) -> bool {
+    let d = desc(scan);
+    let nrows = (*d.table).nrows();
+    let block = (*tbmres).blockno as u64;
+    d.block_n = 0;
+    d.block_pos = 0;
+    let first = block * ROWS_PER_BLOCK;
+    if first >= nrows {
+        return false;
+    }
+    let ntuples = (*tbmres).ntuples;
+    if ntuples >= 0 {
+        let offs = (*tbmres).offsets.as_slice(ntuples as usize);
+        for &o in offs {
+            if o >= 1 && (o as u64) <= ROWS_PER_BLOCK && first + o as u64 - 1 < nrows {
+                d.block_rows[d.block_n] = first + o as u64 - 1;
+                d.block_n += 1;
+            }
+        }
+    } else {
+        for r in first..(first + ROWS_PER_BLOCK).min(nrows) {
+            d.block_rows[d.block_n] = r;
+            d.block_n += 1;
+        }
+    }
+    d.block_n > 0
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
+    scan: pg_sys::TableScanDesc,
+    _tbmres: *mut pg_sys::TBMIterateResult,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    next_block_row(desc(scan), slot)
+}
+
+/// Return the next visible row among `block_rows`.
+unsafe fn next_block_row(d: &mut ScanDesc, slot: *mut pg_sys::TupleTableSlot) -> bool {
+    pg_sys::MemoryContextReset(d.row_cx);
+    let vis = d.vis.as_ref().expect("scan has a snapshot");
+    while d.block_pos < d.block_n {
+        let row = d.block_rows[d.block_pos];
+        d.block_pos += 1;
+        if read_row(d.base.rs_rd, &*d.table, row, vis, slot, d.needed(), d.row_cx) {
+            return true;
+        }
+    }
+    pg_sys::ExecClearTuple(slot);
+    false
+}
+
+// ---- TABLESAMPLE ------------------------------------------------------------
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_sample_next_block(
+    scan: pg_sys::TableScanDesc,
+    scanstate: *mut pg_sys::SampleScanState,
+) -> bool {
+    let d = desc(scan);
+    let nblocks = blocks_for_rows(d.end);
+    let tsm = (*scanstate).tsmroutine;
+    let block = if let Some(next_block) = (*tsm).NextSampleBlock {
+        let b = next_block(scanstate, nblocks as pg_sys::BlockNumber);
+        if b == pg_sys::InvalidBlockNumber {
+            return false;
+        }
+        b as u64
+    } else {
+        let b = if d.started { d.sample_block + 1 } else { 0 };
+        if b >= nblocks {
+            return false;
+        }
+        b
+    };
+    d.started = true;
+    d.sample_block = block;
+    true
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_sample_next_tuple(
+    scan: pg_sys::TableScanDesc,
+    scanstate: *mut pg_sys::SampleScanState,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    let d = desc(scan);
+    let tsm = (*scanstate).tsmroutine;
+    let next_tuple = (*tsm).NextSampleTuple.expect("tablesample methods provide NextSampleTuple");
+    let vis = d.vis.as_ref().expect("scan has a snapshot");
+    pg_sys::MemoryContextReset(d.row_cx);
+    loop {
+        let off = next_tuple(scanstate, d.sample_block as pg_sys::BlockNumber, ROWS_PER_BLOCK as pg_sys::OffsetNumber);
+        if off == 0 {
+            pg_sys::ExecClearTuple(slot);
+            return false;
+        }
+        let row = d.sample_block * ROWS_PER_BLOCK + off as u64 - 1;
+        if row < d.end && read_row(d.base.rs_rd, &*d.table, row, vis, slot, d.needed(), d.row_cx) {
+            return true;
+        }
+    }
+}
+
+// ---- ANALYZE ----------------------------------------------------------------
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_analyze_next_block(
+    scan: pg_sys::TableScanDesc,
+    blockno: pg_sys::BlockNumber,
+    _bstrategy: pg_sys::BufferAccessStrategy,
+) -> bool {
+    let d = desc(scan);
+    let first = blockno as u64 * ROWS_PER_BLOCK;
+    let nrows = (*d.table).nrows();
+    d.block_n = 0;
+    d.block_pos = 0;
+    for r in first.min(nrows)..(first + ROWS_PER_BLOCK).min(nrows) {
+        d.block_rows[d.block_n] = r;
+        d.block_n += 1;
+    }
+    true
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
+    scan: pg_sys::TableScanDesc,
+    _oldest_xmin: pg_sys::TransactionId,
+    liverows: *mut f64,
+    deadrows: *mut f64,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    let d = desc(scan);
+    let table = &*d.table;
+    let arena = shmem::arena();
+    pg_sys::MemoryContextReset(d.row_cx);
+    while d.block_pos < d.block_n {
+        let row = d.block_rows[d.block_pos];
+        d.block_pos += 1;
+        let Some(h) = table.header(arena, row) else { continue };
+        match analyze_class(&h) {
+            RowClass::Live => {
+                *liverows += 1.0;
+                fill_slot(d.base.rs_rd, table, row, slot, None, d.row_cx);
+                if table.row_unchanged(arena, row, &h) {
+                    return true;
+                }
+                *liverows -= 1.0;
+                d.block_pos -= 1; // changed under us: look again
+            }
+            RowClass::Dead => *deadrows += 1.0,
+            RowClass::Ignore => {}
+        }
+    }
+    pg_sys::ExecClearTuple(slot);
+    false
+}
+
+enum RowClass {
+    Live,
+    Dead,
+    Ignore,
+}
+
+/// How ANALYZE counts a row, following heap's `heapam_scan_analyze_next_tuple`.
+fn analyze_class(h: &RowHeader) -> RowClass {
+    let mut hints = 0;
+    match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut hints) {
+        XidState::Aborted => return RowClass::Dead,
+        XidState::InProgress => return RowClass::Ignore,
+        XidState::Current | XidState::Committed => {}
+    }
+    if h.xmax == 0 || h.flags & flag::XMAX_LOCK_ONLY != 0 {
+        return RowClass::Live;
+    }
+    match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, &mut hints) {
+        XidState::Committed => RowClass::Dead,
+        XidState::Current => RowClass::Ignore,
+        _ => RowClass::Live,
+    }
+}

@@ -1,0 +1,239 @@
+//! Row visibility against PostgreSQL snapshots.
+//!
+//! anker rows carry PostgreSQL transaction ids and command ids, so
+//! visibility follows the rules of `heapam_visibility.c`, applied to our row
+//! header instead of a heap tuple header (we never call
+//! `HeapTupleSatisfies*`, which needs heap buffers). Every snapshot type a
+//! table can meet is handled: MVCC, SELF, ANY, DIRTY and NON_VACUUMABLE.
+//! TOAST and HISTORIC_MVCC (logical decoding of catalogs) do not apply to
+//! user tables and raise an error.
+//!
+//! Hint bits (`XMIN_COMMITTED`, ...) cache clog lookups in the row, as heap
+//! does. anker data is not WAL-logged yet, so there is no "hint bit may not
+//! be set before the commit record is flushed" rule to honour.
+
+use anker_engine::table::{flag, RowHeader};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+
+pub const INVALID_XID: u32 = 0;
+pub const FROZEN_XID: u32 = 2;
+pub const FIRST_NORMAL_XID: u32 = 3;
+
+#[inline]
+fn is_current(xid: u32) -> bool {
+    // SAFETY: plain lookup in this backend's transaction state.
+    unsafe { pg_sys::TransactionIdIsCurrentTransactionId(xid.into()) }
+}
+#[inline]
+fn in_progress(xid: u32) -> bool {
+    // SAFETY: plain lookup in the proc array.
+    unsafe { pg_sys::TransactionIdIsInProgress(xid.into()) }
+}
+#[inline]
+fn did_commit(xid: u32) -> bool {
+    // SAFETY: plain clog lookup for a normal xid.
+    unsafe { pg_sys::TransactionIdDidCommit(xid.into()) }
+}
+
+/// Outcome of looking at one transaction id, caching hint bits.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum XidState {
+    /// This backend's transaction (or one of its live subtransactions).
+    Current,
+    InProgress,
+    Committed,
+    Aborted,
+}
+
+/// Status of `xid` for a row, given its hint bits (`committed_hint`,
+/// `aborted_hint`); newly learnt final states are added to `hints`.
+#[inline]
+pub fn xid_state(xid: u32, flags: u32, committed_hint: u32, aborted_hint: u32, hints: &mut u32) -> XidState {
+    if xid < FIRST_NORMAL_XID || flags & committed_hint != 0 {
+        return XidState::Committed;
+    }
+    if flags & aborted_hint != 0 {
+        return XidState::Aborted;
+    }
+    if is_current(xid) {
+        return XidState::Current;
+    }
+    if in_progress(xid) {
+        return XidState::InProgress;
+    }
+    if did_commit(xid) {
+        *hints |= committed_hint;
+        XidState::Committed
+    } else {
+        *hints |= aborted_hint;
+        XidState::Aborted
+    }
+}
+
+/// A snapshot, unpacked once per scan.
+pub struct Visibility {
+    snap: pg_sys::Snapshot,
+    kind: pg_sys::SnapshotType::Type,
+    curcid: u32,
+}
+
+impl Visibility {
+    pub fn new(snap: pg_sys::Snapshot) -> Visibility {
+        // SAFETY: callers pass a valid snapshot.
+        let (kind, curcid) = unsafe { ((*snap).snapshot_type, (*snap).curcid) };
+        if kind == pg_sys::SnapshotType::SNAPSHOT_TOAST || kind == pg_sys::SnapshotType::SNAPSHOT_HISTORIC_MVCC {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                "anker tables cannot be read with a TOAST or historic (logical decoding) snapshot"
+            );
+        }
+        if kind == pg_sys::SnapshotType::SNAPSHOT_DIRTY {
+            // SAFETY: as above; DIRTY snapshots report what they saw here.
+            unsafe {
+                (*snap).xmin = INVALID_XID.into();
+                (*snap).xmax = INVALID_XID.into();
+                (*snap).speculativeToken = 0;
+            }
+        }
+        Visibility { snap, kind, curcid }
+    }
+
+    pub fn snapshot(&self) -> pg_sys::Snapshot {
+        self.snap
+    }
+
+    pub fn is_mvcc(&self) -> bool {
+        self.kind == pg_sys::SnapshotType::SNAPSHOT_MVCC
+    }
+
+    #[inline]
+    fn in_snapshot(&self, xid: u32) -> bool {
+        // SAFETY: MVCC snapshot, normal xid.
+        unsafe { pg_sys::XidInMVCCSnapshot(xid.into(), self.snap) }
+    }
+
+    /// Is the row version described by `h` visible? Hint bits learnt on the
+    /// way are added to `hints` for the caller to store.
+    pub fn visible(&self, h: &RowHeader, hints: &mut u32) -> bool {
+        use pg_sys::SnapshotType::*;
+        match self.kind {
+            SNAPSHOT_MVCC => self.mvcc(h, hints),
+            SNAPSHOT_ANY => true,
+            SNAPSHOT_SELF => self.self_or_dirty(h, hints, false),
+            SNAPSHOT_DIRTY => self.self_or_dirty(h, hints, true),
+            SNAPSHOT_NON_VACUUMABLE => self.non_vacuumable(h, hints),
+            _ => unreachable!("rejected in new()"),
+        }
+    }
+
+    fn mvcc(&self, h: &RowHeader, hints: &mut u32) -> bool {
+        // Creator.
+        if h.xmin >= FIRST_NORMAL_XID && h.flags & flag::XMIN_COMMITTED != 0 {
+            if self.in_snapshot(h.xmin) {
+                return false;
+            }
+        } else if h.xmin >= FIRST_NORMAL_XID {
+            if h.flags & flag::XMIN_ABORTED != 0 {
+                return false;
+            }
+            if is_current(h.xmin) {
+                if h.cmin >= self.curcid {
+                    return false; // inserted after this scan started
+                }
+            } else if self.in_snapshot(h.xmin) {
+                return false;
+            } else if did_commit(h.xmin) {
+                *hints |= flag::XMIN_COMMITTED;
+            } else {
+                *hints |= flag::XMIN_ABORTED;
+                return false;
+            }
+        }
+        // Deleter.
+        if h.xmax == INVALID_XID || h.flags & (flag::XMAX_ABORTED | flag::XMAX_LOCK_ONLY) != 0 {
+            return true;
+        }
+        if h.flags & flag::XMAX_COMMITTED != 0 {
+            return self.in_snapshot(h.xmax);
+        }
+        if is_current(h.xmax) {
+            return h.cmax >= self.curcid; // deleted after this scan started
+        }
+        if self.in_snapshot(h.xmax) {
+            return true;
+        }
+        if did_commit(h.xmax) {
+            *hints |= flag::XMAX_COMMITTED;
+            false
+        } else {
+            *hints |= flag::XMAX_ABORTED;
+            true
+        }
+    }
+
+    /// SELF sees committed work and everything of the current transaction;
+    /// DIRTY additionally sees in-progress work of others and reports the
+    /// in-progress xids (and speculative token) in the snapshot.
+    fn self_or_dirty(&self, h: &RowHeader, hints: &mut u32, dirty: bool) -> bool {
+        match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, hints) {
+            XidState::Aborted => return false,
+            XidState::Current => {
+                if h.xmax == INVALID_XID || h.flags & flag::XMAX_LOCK_ONLY != 0 {
+                    return true;
+                }
+                // deleted by us, unless the deleting subtransaction aborted
+                return !is_current(h.xmax);
+            }
+            XidState::InProgress => {
+                if !dirty {
+                    return false;
+                }
+                // SAFETY: DIRTY snapshots are plain structs owned by the caller.
+                unsafe {
+                    if h.flags & flag::SPECULATIVE != 0 {
+                        (*self.snap).speculativeToken = h.locker;
+                    }
+                    (*self.snap).xmin = h.xmin.into();
+                }
+                return true;
+            }
+            XidState::Committed => {}
+        }
+        if h.xmax == INVALID_XID || h.flags & flag::XMAX_LOCK_ONLY != 0 {
+            return true;
+        }
+        match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, hints) {
+            XidState::Aborted => true,
+            XidState::Current => false,
+            XidState::InProgress => {
+                if dirty {
+                    // SAFETY: as above.
+                    unsafe { (*self.snap).xmax = h.xmax.into() };
+                }
+                true
+            }
+            XidState::Committed => false,
+        }
+    }
+
+    /// Visible unless dead to every transaction (the test of
+    /// `HeapTupleSatisfiesNonVacuumable`).
+    fn non_vacuumable(&self, h: &RowHeader, hints: &mut u32) -> bool {
+        match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, hints) {
+            XidState::Aborted => return false,
+            XidState::Committed => {}
+            _ => return true,
+        }
+        if h.xmax == INVALID_XID || h.flags & flag::XMAX_LOCK_ONLY != 0 {
+            return true;
+        }
+        match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, hints) {
+            // SAFETY: NON_VACUUMABLE snapshots carry a vistest.
+            XidState::Committed => unsafe { !pg_sys::GlobalVisTestIsRemovableXid((*self.snap).vistest, h.xmax.into()) },
+            _ => true,
+        }
+    }
+}
