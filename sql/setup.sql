@@ -1,0 +1,10 @@
+-- anker is preloaded by the test instance; the extension creates the
+-- access method and the schema anker.
+CREATE EXTENSION anker;
+SELECT amname, amtype FROM pg_am WHERE amname = 'anker';
+SELECT nspname FROM pg_namespace WHERE nspname = 'anker';
+SELECT proname FROM pg_proc WHERE pronamespace = 'anker'::regnamespace ORDER BY 1;
+SELECT limit_bytes > 0 AS has_limit, used_bytes > 0 AS has_usage FROM anker.memory;
+SHOW anker.memory_limit;
+-- anker.memory_limit is fixed at server start
+SET anker.memory_limit = '1GB';
