@@ -82,7 +82,9 @@ FETCH LAST sc;
 CLOSE sc;
 COMMIT;
 
--- parallel sequential scans return each row exactly once
+-- parallel sequential scans return each row exactly once (PostgreSQL's own
+-- Parallel Seq Scan here; scan_node tests anker's parallel AnkerScan)
+SET anker.enable_scan_node = off;
 SET parallel_setup_cost = 0;
 SET parallel_tuple_cost = 0;
 SET min_parallel_table_scan_size = 0;
@@ -96,6 +98,7 @@ RESET parallel_setup_cost;
 RESET parallel_tuple_cost;
 RESET min_parallel_table_scan_size;
 RESET max_parallel_workers_per_gather;
+RESET anker.enable_scan_node;
 
 -- ANALYZE estimates
 SELECT reltuples, relpages FROM pg_class WHERE relname = 'par';

@@ -154,21 +154,15 @@ impl Encoder {
     }
 }
 
-/// Turn a stored value into a datum.
-///
-/// `stable` says whether the memory behind `v` cannot change while the
-/// datum is in use (blobs always; frozen snapshot pages). Otherwise
-/// by-reference bytes are copied into `cx`.
+/// Turn a stored value into a datum. By-reference bytes in live pages can
+/// change under a reader, so they are copied into `buf` (at least
+/// [`MAX_INLINE_FIXED`] bytes, 8-byte aligned); blobs are immutable and handed
+/// out in place.
 ///
 /// # Safety
 /// `v` must come from a column stored with [`spec_for`]`(att)`.
 #[inline]
-pub unsafe fn to_datum(
-    att: &pg_sys::FormData_pg_attribute,
-    v: ValueRef,
-    stable: bool,
-    cx: pg_sys::MemoryContext,
-) -> Option<pg_sys::Datum> {
+pub unsafe fn to_datum_buffered(att: &pg_sys::FormData_pg_attribute, v: ValueRef, buf: *mut u8) -> Option<pg_sys::Datum> {
     match v {
         ValueRef::Null => None,
         ValueRef::Fixed(p) => {
@@ -180,24 +174,14 @@ pub unsafe fn to_datum(
                     _ => (p as *const u64).read_unaligned(),
                 };
                 Some(pg_sys::Datum::from(d as usize))
-            } else if stable {
-                Some(pg_sys::Datum::from(p as usize))
             } else {
-                let n = att.attlen as usize;
-                let dst = pg_sys::MemoryContextAlloc(cx, n) as *mut u8;
-                std::ptr::copy_nonoverlapping(p, dst, n);
-                Some(pg_sys::Datum::from(dst as usize))
+                std::ptr::copy_nonoverlapping(p, buf, att.attlen as usize);
+                Some(pg_sys::Datum::from(buf as usize))
             }
         }
         ValueRef::Inline(p) => {
-            if stable {
-                Some(pg_sys::Datum::from(p as usize))
-            } else {
-                let n = varsize_any(p);
-                let dst = pg_sys::MemoryContextAlloc(cx, n) as *mut u8;
-                std::ptr::copy_nonoverlapping(p, dst, n);
-                Some(pg_sys::Datum::from(dst as usize))
-            }
+            std::ptr::copy_nonoverlapping(p, buf, VAR_SLOT);
+            Some(pg_sys::Datum::from(buf as usize))
         }
         ValueRef::Blob(p, _) => Some(pg_sys::Datum::from(p as usize)),
     }

@@ -10,6 +10,7 @@ use pgrx::prelude::*;
 mod datum;
 mod error;
 mod guc;
+mod scan_node;
 mod shmem;
 mod sql;
 mod storage;
@@ -34,4 +35,5 @@ pub extern "C-unwind" fn _PG_init() {
     shmem::reserve_arena();
     shmem::install_hooks();
     storage::install_hooks();
+    scan_node::install();
 }

@@ -89,9 +89,3 @@ pub fn directory() -> &'static Directory {
     Directory::get(arena()).expect("directory created at shared memory start-up")
 }
 
-/// This process's slot for epoch-based reclamation.
-pub fn reader_slot() -> u32 {
-    // SAFETY: MyProc is set for every backend and auxiliary process that can
-    // reach table code.
-    unsafe { (*pg_sys::MyProc).pgprocno as u32 }
-}

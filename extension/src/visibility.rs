@@ -18,7 +18,6 @@ use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 
 pub const INVALID_XID: u32 = 0;
-pub const FROZEN_XID: u32 = 2;
 pub const FIRST_NORMAL_XID: u32 = 3;
 
 #[inline]
@@ -72,11 +71,22 @@ pub fn xid_state(xid: u32, flags: u32, committed_hint: u32, aborted_hint: u32, h
     }
 }
 
+/// `a` precedes `b` in PostgreSQL's circular xid order (normal xids).
+#[inline(always)]
+fn precedes(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
 /// A snapshot, unpacked once per scan.
 pub struct Visibility {
     snap: pg_sys::Snapshot,
     kind: pg_sys::SnapshotType::Type,
     curcid: u32,
+    /// MVCC: the snapshot's xmin and xmax, and the last xid looked up in it.
+    xmin: u32,
+    xmax: u32,
+    last_xid: std::cell::Cell<u32>,
+    last_in_snapshot: std::cell::Cell<bool>,
 }
 
 impl Visibility {
@@ -98,27 +108,49 @@ impl Visibility {
                 (*snap).speculativeToken = 0;
             }
         }
-        Visibility { snap, kind, curcid }
+        // SAFETY: as above.
+        let (xmin, xmax) = unsafe { ((*snap).xmin.into(), (*snap).xmax.into()) };
+        Visibility {
+            snap,
+            kind,
+            curcid,
+            xmin,
+            xmax,
+            last_xid: std::cell::Cell::new(INVALID_XID),
+            last_in_snapshot: std::cell::Cell::new(false),
+        }
     }
 
-    pub fn snapshot(&self) -> pg_sys::Snapshot {
-        self.snap
-    }
-
-    pub fn is_mvcc(&self) -> bool {
-        self.kind == pg_sys::SnapshotType::SNAPSHOT_MVCC
-    }
-
+    /// `XidInMVCCSnapshot`, answering the common cases without a call:
+    /// xids before the snapshot's xmin are not in it, xids from its xmax on
+    /// are, and consecutive rows usually share their xid.
     #[inline]
     fn in_snapshot(&self, xid: u32) -> bool {
+        if precedes(xid, self.xmin) {
+            return false;
+        }
+        if !precedes(xid, self.xmax) {
+            return true;
+        }
+        if xid == self.last_xid.get() {
+            return self.last_in_snapshot.get();
+        }
         // SAFETY: MVCC snapshot, normal xid.
-        unsafe { pg_sys::XidInMVCCSnapshot(xid.into(), self.snap) }
+        let r = unsafe { pg_sys::XidInMVCCSnapshot(xid.into(), self.snap) };
+        self.last_xid.set(xid);
+        self.last_in_snapshot.set(r);
+        r
     }
 
     /// Is the row version described by `h` visible? Hint bits learnt on the
     /// way are added to `hints` for the caller to store.
+    #[inline]
     pub fn visible(&self, h: &RowHeader, hints: &mut u32) -> bool {
         use pg_sys::SnapshotType::*;
+        // The common case: committed creator, never deleted.
+        if self.kind == SNAPSHOT_MVCC && h.flags & flag::XMIN_COMMITTED != 0 && h.xmax == INVALID_XID {
+            return h.xmin < FIRST_NORMAL_XID || !self.in_snapshot(h.xmin);
+        }
         match self.kind {
             SNAPSHOT_MVCC => self.mvcc(h, hints),
             SNAPSHOT_ANY => true,

@@ -81,6 +81,56 @@ pub enum ValueRef {
     Blob(*const u8, u32),
 }
 
+/// One cached page of a page table: `idx` is the page index, `ptr` its
+/// address (null when the page does not exist).
+#[derive(Clone, Copy, Debug)]
+pub struct PageCache {
+    idx: u64,
+    ptr: *mut u8,
+}
+
+impl PageCache {
+    pub const EMPTY: PageCache = PageCache { idx: u64::MAX, ptr: std::ptr::null_mut() };
+
+    #[inline(always)]
+    fn page(&mut self, arena: &Arena, pt: &PageTable, row: u64) -> Option<*mut u8> {
+        let idx = row >> pt.rows_shift();
+        if idx != self.idx {
+            self.idx = idx;
+            self.ptr = pt.page_for_row(arena, row).unwrap_or(std::ptr::null_mut());
+        }
+        if self.ptr.is_null() {
+            None
+        } else {
+            Some(self.ptr)
+        }
+    }
+}
+
+/// A scan position's cached system-column pages. Plain data: it can live in
+/// memory PostgreSQL frees on error.
+#[derive(Clone, Copy, Debug)]
+pub struct Cursor {
+    cow_gen: u64,
+    stamps: PageCache,
+    cids: PageCache,
+    links: PageCache,
+}
+
+impl Cursor {
+    pub const NEW: Cursor = Cursor { cow_gen: u64::MAX, stamps: PageCache::EMPTY, cids: PageCache::EMPTY, links: PageCache::EMPTY };
+}
+
+/// A user column's cached pages.
+#[derive(Clone, Copy, Debug)]
+pub struct ColCache {
+    col: *const Column,
+    kind: u32,
+    width_shift: u32,
+    values: PageCache,
+    nulls: PageCache,
+}
+
 pub mod flag {
     /// The row is being modified (held for a few stores, never across waits).
     pub const LATCH: u32 = 1;
@@ -101,6 +151,8 @@ pub mod flag {
     pub const SPECULATIVE: u32 = 1 << 10;
     /// `xmax` only locks; it neither deletes nor updates.
     pub const XMAX_LOCK_ONLY: u32 = 1 << 11;
+    /// The row's links (version chain, successor) are set.
+    pub const HAS_LINKS: u32 = 1 << 12;
     /// Bits 16..32 count modifications: readers of live rows compare
     /// `flags & SEQ_CHECK` before and after reading values.
     pub const SEQ_SHIFT: u32 = 16;
@@ -191,6 +243,9 @@ pub struct Table {
     /// `[AtomicU64; MAX_COLUMNS]`: offsets of the [`Column`]s.
     cols: Off,
     retired: AtomicU64,
+    /// Incremented whenever a page is replaced by copy-on-write; readers
+    /// that cache page pointers revalidate against it.
+    cow_gen: AtomicU64,
     pub stamps: PageTable,
     pub cids: PageTable,
     pub links: PageTable,
@@ -230,6 +285,7 @@ impl Table {
             (*t).ncols = AtomicU32::new(0);
             (*t).snap_epoch = AtomicU32::new(1);
             (*t).retired = AtomicU64::new(NULL_OFF);
+            (*t).cow_gen = AtomicU64::new(0);
             (*t).stamps.init(4);
             (*t).cids.init(3);
             (*t).links.init(4);
@@ -406,7 +462,7 @@ impl Table {
             }
             let c = self.cids_of(arena, row)?;
             let l = self.links_of(arena, row)?;
-            let h = RowHeader {
+            return Some(RowHeader {
                 xmin,
                 xmax: s.xmax.load(Ordering::Acquire),
                 flags,
@@ -415,8 +471,7 @@ impl Table {
                 cmax: c.cmax.load(Ordering::Acquire),
                 chain: l.chain.load(Ordering::Acquire),
                 next: l.next.load(Ordering::Acquire),
-            };
-            return Some(h);
+            });
         }
     }
 
@@ -435,6 +490,105 @@ impl Table {
         if let Some(s) = self.stamp(arena, row) {
             s.flags.fetch_or(bits & flag::HINTS, Ordering::Relaxed);
         }
+    }
+
+    // ---- cursors: scans that cache page pointers ------------------------------
+
+    /// Start (or restart) a cursor: forget cached pages.
+    pub fn cursor_reset(&self, cur: &mut Cursor, cols: &mut [ColCache]) {
+        cur.cow_gen = self.cow_gen.load(Ordering::Acquire);
+        cur.stamps = PageCache::EMPTY;
+        cur.cids = PageCache::EMPTY;
+        cur.links = PageCache::EMPTY;
+        for c in cols.iter_mut() {
+            c.values = PageCache::EMPTY;
+            c.nulls = PageCache::EMPTY;
+        }
+    }
+
+    /// Read a row's header through the cursor. Command ids and links are
+    /// read only when they can matter: command ids while `xmin` or `xmax`
+    /// may still belong to a running transaction, links when the row has a
+    /// version chain or a successor.
+    #[inline]
+    pub fn cursor_header(&self, arena: &Arena, cur: &mut Cursor, row: u64) -> Option<RowHeader> {
+        let sp = cur.stamps.page(arena, &self.stamps, row)?;
+        // SAFETY: the page holds rows_per_page stamps.
+        let s = unsafe { &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize) };
+        let mut spins = 0u32;
+        let flags = loop {
+            let f = s.flags.load(Ordering::Acquire);
+            if f & flag::LATCH == 0 {
+                break f;
+            }
+            spins += 1;
+            if spins > 100 {
+                std::thread::yield_now();
+            }
+            std::hint::spin_loop();
+        };
+        let xmin = s.xmin.load(Ordering::Acquire);
+        if xmin == 0 || flags & flag::VACANT != 0 {
+            return None;
+        }
+        let xmax = s.xmax.load(Ordering::Acquire);
+        let mut h = RowHeader { xmin, xmax, flags, locker: s.locker.load(Ordering::Acquire), ..Default::default() };
+        if flags & flag::XMIN_COMMITTED == 0 || (xmax != 0 && flags & (flag::XMAX_COMMITTED | flag::XMAX_ABORTED) == 0) {
+            let cp = cur.cids.page(arena, &self.cids, row)?;
+            // SAFETY: as above, for cids.
+            let c = unsafe { &*(cp as *const Cids).add((row & (self.cids.rows_per_page() - 1)) as usize) };
+            h.cmin = c.cmin.load(Ordering::Acquire);
+            h.cmax = c.cmax.load(Ordering::Acquire);
+        }
+        if flags & flag::HAS_LINKS != 0 {
+            let lp = cur.links.page(arena, &self.links, row)?;
+            // SAFETY: as above, for links.
+            let l = unsafe { &*(lp as *const Links).add((row & (self.links.rows_per_page() - 1)) as usize) };
+            h.chain = l.chain.load(Ordering::Acquire);
+            h.next = l.next.load(Ordering::Acquire);
+        } else {
+            h.next = u64::MAX;
+        }
+        Some(h)
+    }
+
+    /// True when neither the row nor any page the cursor caches changed
+    /// since `h` was read. On false, the cursor has been reset: read again.
+    #[inline]
+    pub fn cursor_unchanged(&self, arena: &Arena, cur: &mut Cursor, cols: &mut [ColCache], row: u64, h: &RowHeader) -> bool {
+        std::sync::atomic::fence(Ordering::Acquire);
+        if self.cow_gen.load(Ordering::Acquire) != cur.cow_gen {
+            self.cursor_reset(cur, cols);
+            return false;
+        }
+        let Some(sp) = cur.stamps.page(arena, &self.stamps, row) else { return false };
+        // SAFETY: as in cursor_header.
+        let s = unsafe { &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize) };
+        (s.flags.load(Ordering::Acquire) & flag::SEQ_CHECK) == (h.flags & flag::SEQ_CHECK)
+    }
+
+    /// Prepare a column cache for column `col`.
+    pub fn col_cache(&self, arena: &Arena, col: usize) -> ColCache {
+        let c = self.column(arena, col);
+        ColCache { col: c as *const Column, kind: c.spec_kind, width_shift: c.width_shift, values: PageCache::EMPTY, nulls: PageCache::EMPTY }
+    }
+
+    /// Read a value through a column cache.
+    #[inline]
+    pub fn cursor_value(&self, arena: &Arena, cc: &mut ColCache, row: u64) -> ValueRef {
+        // SAFETY: the cache was made by col_cache for a column of this table.
+        let c = unsafe { &*cc.col };
+        if let Some(np) = cc.nulls.page(arena, &c.nulls, row) {
+            if bits::get(np, row & (c.nulls.rows_per_page() - 1)) {
+                return ValueRef::Null;
+            }
+        }
+        let Some(p) = cc.values.page(arena, &c.values, row) else {
+            return ValueRef::Null;
+        };
+        let elem = (row & (c.values.rows_per_page() - 1)) << cc.width_shift;
+        // SAFETY: elem is within the page.
+        decode_slot(arena, cc.kind, unsafe { p.add(elem as usize) })
     }
 
     // ---- values -----------------------------------------------------------
@@ -498,6 +652,7 @@ impl Table {
     }
 
     fn retire_page(&self, arena: &Arena, page: u32) {
+        self.cow_gen.fetch_add(1, Ordering::AcqRel);
         let rec = match self.heap.alloc(arena, std::mem::size_of::<Retired>()) {
             Ok(r) => r,
             // Without room to remember it, leak the page into the table: it

@@ -1,7 +1,7 @@
 //! Index support: fetching rows by TID for index scans, building indexes,
 //! and answering the index AMs' deletion questions.
 
-use super::scan::{fetch_into, fill_slot, new_row_context};
+use super::scan::{fetch_into, Reader};
 use super::{row_to_tid, tid_to_row, ROWS_PER_BLOCK};
 use crate::error::not_supported;
 use crate::shmem;
@@ -134,7 +134,7 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
     } else {
         ((start_blockno as u64 + numblocks as u64) * ROWS_PER_BLOCK).min(nrows)
     };
-    let cx = new_row_context(c"anker index build");
+    let mut reader = Reader::new(table_rel, table);
     let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
     let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
     let mut reltuples = 0.0;
@@ -159,8 +159,7 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
         }
         reltuples += 1.0;
         pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
-        pg_sys::MemoryContextReset(cx);
-        fill_slot(table_rel, table, row, slot, None, cx);
+        reader.fill(table_rel, table, row, slot);
         if !predicate.is_null() && !pg_sys::ExecQual(predicate, econtext) {
             continue;
         }
@@ -169,7 +168,6 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
         row_to_tid(row, &mut tid);
         callback(index_rel, &mut tid, values.as_mut_ptr(), isnull.as_mut_ptr(), alive, callback_state);
     }
-    pg_sys::MemoryContextDelete(cx);
     pg_sys::ExecDropSingleTupleTableSlot(slot);
     pg_sys::FreeExecutorState(estate);
     (*index_info).ii_ExpressionsState = std::ptr::null_mut();

@@ -9,7 +9,7 @@ use crate::datum;
 use crate::shmem;
 use crate::storage::table_of;
 use crate::visibility::{xid_state, Visibility, XidState};
-use anker_engine::table::{flag, RowHeader, Table};
+use anker_engine::table::{flag, ColCache, Cursor, RowHeader, Table};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,76 +17,156 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Rows a parallel worker claims at a time.
 const PARALLEL_CHUNK: u64 = 8192;
 
-/// Find the version of `row` visible to `vis` and store it in `slot`.
-/// `needed[i]` (if given) selects the attributes to fill; the others are
-/// NULL. By-reference values from live pages are copied into `cx`.
-///
-/// # Safety
-/// `slot` must be a virtual slot for `rel`'s descriptor.
-pub unsafe fn read_row(
-    rel: pg_sys::Relation,
-    table: &Table,
-    row: u64,
-    vis: &Visibility,
-    slot: *mut pg_sys::TupleTableSlot,
-    needed: Option<&[bool]>,
-    cx: pg_sys::MemoryContext,
-) -> bool {
-    let arena = shmem::arena();
-    loop {
-        let Some(h) = table.header(arena, row) else { return false };
-        let mut hints = 0;
-        let visible = vis.visible(&h, &mut hints);
-        if hints != 0 {
-            table.set_hint(arena, row, hints);
+/// Bytes of row buffer per attribute: by-reference values read from live
+/// pages (at most `MAX_INLINE_FIXED` bytes) are copied here, so a row needs
+/// no allocation.
+const BUF_PER_ATT: usize = datum::MAX_INLINE_FIXED as usize;
+
+/// Reads rows of one table into virtual slots: caches page pointers
+/// between rows, fills only the attributes asked for, and copies unstable
+/// values into a per-reader buffer that the next row overwrites. Lives in
+/// palloc'd memory and owns no Rust allocations.
+#[repr(C)]
+pub struct Reader {
+    cur: Cursor,
+    natts: usize,
+    /// `natts` flags: attributes to fill (the others read as NULL).
+    needed: *mut bool,
+    cols: *mut ColCache,
+    buf: *mut u8,
+}
+
+impl Reader {
+    /// A reader for `table` (the storage of `rel`) in CurrentMemoryContext.
+    pub unsafe fn new(rel: pg_sys::Relation, table: &Table) -> Reader {
+        let arena = shmem::arena();
+        let desc = (*rel).rd_att;
+        let atts = datum::attrs(desc);
+        let natts = atts.len();
+        let needed = pg_sys::palloc0(natts.max(1)) as *mut bool;
+        let cols = pg_sys::palloc0(natts.max(1) * std::mem::size_of::<ColCache>()) as *mut ColCache;
+        for (i, att) in atts.iter().enumerate() {
+            let usable = !att.attisdropped && i < table.ncols();
+            *needed.add(i) = usable;
+            if usable {
+                std::ptr::write(cols.add(i), table.col_cache(arena, i));
+            }
         }
-        if !visible {
-            return false;
+        let buf = pg_sys::palloc0(natts.max(1) * BUF_PER_ATT) as *mut u8;
+        let mut r = Reader { cur: Cursor::NEW, natts, needed, cols, buf };
+        r.reset(table);
+        r
+    }
+
+    /// Fill only the attributes flagged in `wanted` (one per attribute).
+    pub fn restrict(&mut self, wanted: &[bool]) {
+        for (i, &w) in wanted.iter().enumerate().take(self.natts) {
+            // SAFETY: needed has natts entries.
+            unsafe {
+                *self.needed.add(i) = *self.needed.add(i) && w;
+            }
         }
-        fill_slot(rel, table, row, slot, needed, cx);
-        if table.row_unchanged(arena, row, &h) {
-            return true;
+    }
+
+    /// Forget cached pages (after a rescan, or a long pause).
+    pub fn reset(&mut self, table: &Table) {
+        // SAFETY: cols has natts entries; unused ones are zeroed and harmless.
+        let cols = unsafe { std::slice::from_raw_parts_mut(self.cols, self.natts) };
+        table.cursor_reset(&mut self.cur, cols);
+    }
+
+    /// Find the version of `row` visible to `vis` and store it in `slot`.
+    ///
+    /// # Safety
+    /// `slot` must be a slot for `rel`'s descriptor; its by-reference values
+    /// stay valid until this reader reads the next row.
+    #[inline]
+    pub unsafe fn read(
+        &mut self,
+        rel: pg_sys::Relation,
+        table: &Table,
+        row: u64,
+        vis: &Visibility,
+        slot: *mut pg_sys::TupleTableSlot,
+    ) -> bool {
+        let arena = shmem::arena();
+        loop {
+            let Some(h) = table.cursor_header(arena, &mut self.cur, row) else { return false };
+            let mut hints = 0;
+            let visible = vis.visible(&h, &mut hints);
+            if hints != 0 {
+                table.set_hint(arena, row, hints);
+            }
+            if !visible {
+                return false;
+            }
+            self.fill(rel, table, row, slot);
+            let cols = std::slice::from_raw_parts_mut(self.cols, self.natts);
+            if table.cursor_unchanged(arena, &mut self.cur, cols, row, &h) {
+                return true;
+            }
+            // A writer changed the row while we copied it: read it again.
         }
-        // A writer changed the row while we copied it: read it again.
-        pg_sys::MemoryContextReset(cx);
+    }
+
+    /// Store the live values of `row` in `slot`, ignoring visibility.
+    ///
+    /// # Safety
+    /// As for [`read`](Self::read).
+    pub unsafe fn fill(&mut self, rel: pg_sys::Relation, table: &Table, row: u64, slot: *mut pg_sys::TupleTableSlot) {
+        let arena = shmem::arena();
+        clear_slot(slot);
+        let atts = datum::attrs((*slot).tts_tupleDescriptor);
+        let n = atts.len().min(self.natts);
+        let values = std::slice::from_raw_parts_mut((*slot).tts_values, atts.len());
+        let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, atts.len());
+        for i in 0..atts.len() {
+            let d = if i < n && *self.needed.add(i) {
+                let v = table.cursor_value(arena, &mut *self.cols.add(i), row);
+                datum::to_datum_buffered(&atts[i], v, self.buf.add(i * BUF_PER_ATT))
+            } else {
+                None
+            };
+            match d {
+                Some(d) => {
+                    values[i] = d;
+                    nulls[i] = false;
+                }
+                None => {
+                    values[i] = pg_sys::Datum::from(0usize);
+                    nulls[i] = true;
+                }
+            }
+        }
+        store_slot(slot, atts.len());
+        row_to_tid(row, &mut (*slot).tts_tid);
+        (*slot).tts_tableOid = (*rel).rd_id;
     }
 }
 
-/// Store the live values of `row` in `slot`.
-///
-/// # Safety
-/// As for [`read_row`].
-pub unsafe fn fill_slot(
-    rel: pg_sys::Relation,
-    table: &Table,
-    row: u64,
-    slot: *mut pg_sys::TupleTableSlot,
-    needed: Option<&[bool]>,
-    cx: pg_sys::MemoryContext,
-) {
-    let arena = shmem::arena();
-    pg_sys::ExecClearTuple(slot);
-    let desc = (*slot).tts_tupleDescriptor;
-    let atts = datum::attrs(desc);
-    let values = std::slice::from_raw_parts_mut((*slot).tts_values, atts.len());
-    let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, atts.len());
-    for (i, att) in atts.iter().enumerate() {
-        let wanted = needed.map_or(true, |n| n[i]) && !att.attisdropped && i < table.ncols();
-        let d = if wanted { datum::to_datum(att, table.value(arena, i, row), false, cx) } else { None };
-        match d {
-            Some(d) => {
-                values[i] = d;
-                nulls[i] = false;
-            }
-            None => {
-                values[i] = pg_sys::Datum::from(0usize);
-                nulls[i] = true;
-            }
-        }
+/// `ExecClearTuple` for our virtual slots without a guarded FFI call in the
+/// common case (nothing to free).
+#[inline]
+unsafe fn clear_slot(slot: *mut pg_sys::TupleTableSlot) {
+    if (*slot).tts_flags & pg_sys::TTS_FLAG_SHOULDFREE as u16 != 0
+        || !std::ptr::eq((*slot).tts_ops, &raw const pg_sys::TTSOpsVirtual)
+    {
+        pg_sys::ExecClearTuple(slot);
+        return;
     }
-    pg_sys::ExecStoreVirtualTuple(slot);
-    row_to_tid(row, &mut (*slot).tts_tid);
-    (*slot).tts_tableOid = (*rel).rd_id;
+    (*slot).tts_nvalid = 0;
+    (*slot).tts_flags |= pg_sys::TTS_FLAG_EMPTY as u16;
+}
+
+/// `ExecStoreVirtualTuple` after [`clear_slot`] and filling the arrays.
+#[inline]
+unsafe fn store_slot(slot: *mut pg_sys::TupleTableSlot, natts: usize) {
+    if !std::ptr::eq((*slot).tts_ops, &raw const pg_sys::TTSOpsVirtual) {
+        pg_sys::ExecStoreVirtualTuple(slot);
+        return;
+    }
+    (*slot).tts_flags &= !(pg_sys::TTS_FLAG_EMPTY as u16);
+    (*slot).tts_nvalid = natts as i16;
 }
 
 /// Shared state of a parallel scan, in dynamic shared memory.
@@ -119,11 +199,7 @@ pub struct ScanDesc {
     block_n: usize,
     block_pos: usize,
     sample_block: u64,
-    /// Attributes to fill (`natts` flags), or null for all.
-    needed: *const bool,
-    natts: usize,
-    /// Copies of by-reference values of the current row.
-    row_cx: pg_sys::MemoryContext,
+    reader: Reader,
 }
 
 #[inline]
@@ -132,18 +208,11 @@ unsafe fn desc<'a>(scan: pg_sys::TableScanDesc) -> &'a mut ScanDesc {
 }
 
 impl ScanDesc {
-    fn needed(&self) -> Option<&[bool]> {
-        if self.needed.is_null() {
-            None
-        } else {
-            // SAFETY: set_needed stores a palloc'd array of natts flags.
-            Some(unsafe { std::slice::from_raw_parts(self.needed, self.natts) })
-        }
+    #[inline]
+    unsafe fn read(&mut self, row: u64, slot: *mut pg_sys::TupleTableSlot) -> bool {
+        let vis = self.vis.as_ref().expect("scan has a snapshot");
+        self.reader.read(self.base.rs_rd, &*self.table, row, vis, slot)
     }
-}
-
-pub unsafe fn new_row_context(name: &'static std::ffi::CStr) -> pg_sys::MemoryContext {
-    pg_sys::AllocSetContextCreateInternal(pg_sys::CurrentMemoryContext, name.as_ptr(), 0, 1024, 8 * 1024 * 1024)
 }
 
 #[pg_guard]
@@ -187,9 +256,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
             block_n: 0,
             block_pos: 0,
             sample_block: 0,
-            needed: std::ptr::null(),
-            natts: (*(*rel).rd_att).natts as usize,
-            row_cx: new_row_context(c"anker scan row"),
+            reader: Reader::new(rel, table),
         },
     );
     pg_sys::RelationIncrementReferenceCount(rel);
@@ -200,7 +267,6 @@ pub unsafe extern "C-unwind" fn scan_begin(
 pub unsafe extern "C-unwind" fn scan_end(scan: pg_sys::TableScanDesc) {
     let d = desc(scan);
     pg_sys::RelationDecrementReferenceCount(d.base.rs_rd);
-    pg_sys::MemoryContextDelete(d.row_cx);
     if d.base.rs_flags & pg_sys::ScanOptions::SO_TEMP_SNAPSHOT != 0 {
         pg_sys::UnregisterSnapshot(d.base.rs_snapshot);
     }
@@ -224,13 +290,13 @@ pub unsafe extern "C-unwind" fn scan_rescan(
     d.par_end = 0;
     d.block_n = 0;
     d.block_pos = 0;
+    d.reader.reset(&*d.table);
 }
 
-/// Restrict the scan to the attributes flagged in `needed` (one per
-/// attribute, palloc'd in memory that outlives the scan).
-pub fn set_needed(scan: pg_sys::TableScanDesc, needed: *const bool) {
+/// Restrict the scan to the attributes flagged in `wanted`.
+pub fn restrict_scan(scan: pg_sys::TableScanDesc, wanted: &[bool]) {
     // SAFETY: scan was created by scan_begin.
-    unsafe { desc(scan).needed = needed };
+    unsafe { desc(scan).reader.restrict(wanted) };
 }
 
 /// The next row id to try, or None at the end of the scan.
@@ -269,16 +335,13 @@ unsafe fn next_candidate(d: &mut ScanDesc, forward: bool) -> Option<u64> {
     Some(d.cur as u64)
 }
 
-unsafe fn getnext(
+pub unsafe fn getnext(
     scan: pg_sys::TableScanDesc,
     direction: pg_sys::ScanDirection::Type,
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
     let d = desc(scan);
     let forward = direction != pg_sys::ScanDirection::BackwardScanDirection;
-    let table = &*d.table;
-    let rel = d.base.rs_rd;
-    pg_sys::MemoryContextReset(d.row_cx);
     let mut visited = 0u32;
     loop {
         let Some(row) = next_candidate(d, forward) else {
@@ -289,8 +352,7 @@ unsafe fn getnext(
         if visited % 8192 == 0 {
             pg_sys::check_for_interrupts!();
         }
-        let vis = d.vis.as_ref().expect("scan has a snapshot");
-        if read_row(rel, table, row, vis, slot, d.needed(), d.row_cx) {
+        if d.read(row, slot) {
             return true;
         }
     }
@@ -397,8 +459,11 @@ pub unsafe fn fetch_into(
     vis: &Visibility,
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    let cx = new_row_context(c"anker fetch");
-    let found = read_row(rel, table, row, vis, slot, None, cx);
+    let cx = pg_sys::AllocSetContextCreateInternal(pg_sys::CurrentMemoryContext, c"anker fetch".as_ptr(), 0, 1024, 8 * 1024 * 1024);
+    let old = pg_sys::MemoryContextSwitchTo(cx);
+    let mut reader = Reader::new(rel, table);
+    let found = reader.read(rel, table, row, vis, slot);
+    pg_sys::MemoryContextSwitchTo(old);
     if found {
         pg_sys::ExecMaterializeSlot(slot);
     }
@@ -491,12 +556,10 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
 
 /// Return the next visible row among `block_rows`.
 unsafe fn next_block_row(d: &mut ScanDesc, slot: *mut pg_sys::TupleTableSlot) -> bool {
-    pg_sys::MemoryContextReset(d.row_cx);
-    let vis = d.vis.as_ref().expect("scan has a snapshot");
     while d.block_pos < d.block_n {
         let row = d.block_rows[d.block_pos];
         d.block_pos += 1;
-        if read_row(d.base.rs_rd, &*d.table, row, vis, slot, d.needed(), d.row_cx) {
+        if d.read(row, slot) {
             return true;
         }
     }
@@ -541,8 +604,6 @@ pub unsafe extern "C-unwind" fn scan_sample_next_tuple(
     let d = desc(scan);
     let tsm = (*scanstate).tsmroutine;
     let next_tuple = (*tsm).NextSampleTuple.expect("tablesample methods provide NextSampleTuple");
-    let vis = d.vis.as_ref().expect("scan has a snapshot");
-    pg_sys::MemoryContextReset(d.row_cx);
     loop {
         let off = next_tuple(scanstate, d.sample_block as pg_sys::BlockNumber, ROWS_PER_BLOCK as pg_sys::OffsetNumber);
         if off == 0 {
@@ -550,7 +611,7 @@ pub unsafe extern "C-unwind" fn scan_sample_next_tuple(
             return false;
         }
         let row = d.sample_block * ROWS_PER_BLOCK + off as u64 - 1;
-        if row < d.end && read_row(d.base.rs_rd, &*d.table, row, vis, slot, d.needed(), d.row_cx) {
+        if row < d.end && d.read(row, slot) {
             return true;
         }
     }
@@ -587,7 +648,6 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
     let d = desc(scan);
     let table = &*d.table;
     let arena = shmem::arena();
-    pg_sys::MemoryContextReset(d.row_cx);
     while d.block_pos < d.block_n {
         let row = d.block_rows[d.block_pos];
         d.block_pos += 1;
@@ -595,7 +655,7 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
         match analyze_class(&h) {
             RowClass::Live => {
                 *liverows += 1.0;
-                fill_slot(d.base.rs_rd, table, row, slot, None, d.row_cx);
+                d.reader.fill(d.base.rs_rd, table, row, slot);
                 if table.row_unchanged(arena, row, &h) {
                     return true;
                 }
