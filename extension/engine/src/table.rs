@@ -444,35 +444,8 @@ impl Table {
     /// being written. The copy can be torn against a concurrent modifier;
     /// pair it with [`row_unchanged`](Self::row_unchanged).
     pub fn header(&self, arena: &Arena, row: u64) -> Option<RowHeader> {
-        let s = self.stamp(arena, row)?;
-        let mut spins = 0u32;
-        loop {
-            let flags = s.flags.load(Ordering::Acquire);
-            if flags & flag::LATCH != 0 {
-                spins += 1;
-                if spins > 100 {
-                    std::thread::yield_now();
-                }
-                std::hint::spin_loop();
-                continue;
-            }
-            let xmin = s.xmin.load(Ordering::Acquire);
-            if xmin == 0 || flags & flag::VACANT != 0 {
-                return None;
-            }
-            let c = self.cids_of(arena, row)?;
-            let l = self.links_of(arena, row)?;
-            return Some(RowHeader {
-                xmin,
-                xmax: s.xmax.load(Ordering::Acquire),
-                flags,
-                locker: s.locker.load(Ordering::Acquire),
-                cmin: c.cmin.load(Ordering::Acquire),
-                cmax: c.cmax.load(Ordering::Acquire),
-                chain: l.chain.load(Ordering::Acquire),
-                next: l.next.load(Ordering::Acquire),
-            });
-        }
+        let mut cur = Cursor::NEW;
+        self.cursor_header(arena, &mut cur, row)
     }
 
     /// True when the row has not been modified since `h` was read.
@@ -779,7 +752,6 @@ impl Table {
                 // system columns first: their pages must exist before xmin is set
                 let sp = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
                 let cp = self.cids.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
-                let lp = self.links.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
                 self.write_values(arena, row, values, &blobs[k * ncols..(k + 1) * ncols], epoch)?;
                 // SAFETY: element indexes are within their pages; the row id
                 // is ours alone (just reserved).
@@ -787,9 +759,8 @@ impl Table {
                     let c = &*(cp as *const Cids).add((row & (self.cids.rows_per_page() - 1)) as usize);
                     c.cmin.store(cid, Ordering::Relaxed);
                     c.cmax.store(0, Ordering::Relaxed);
-                    let l = &*(lp as *const Links).add((row & (self.links.rows_per_page() - 1)) as usize);
-                    l.chain.store(NULL_OFF, Ordering::Relaxed);
-                    l.next.store(u64::MAX, Ordering::Relaxed);
+                    // Links stay unwritten (their pages may not even exist)
+                    // until a row gets a version chain or a successor.
                     let s = &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize);
                     s.xmax.store(0, Ordering::Relaxed);
                     s.locker.store(locker, Ordering::Relaxed);
