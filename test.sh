@@ -9,11 +9,13 @@
 # Environment: ANKER_SKIP=kernel,bench,... skips suites by name
 # (engine, regress, isolation, server, kernel, bench).
 set -uo pipefail
+# Rust backtraces would end up in the DETAIL of errors raised by the extension.
+unset RUST_BACKTRACE RUST_LIB_BACKTRACE
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$ROOT"
 PG_BINDIR=/usr/lib/postgresql/15/bin
 PGXS_TEST=/usr/lib/postgresql/15/lib/pgxs/src/test
-REGRESS_TESTS=(setup types basic scan_node errors)
+REGRESS_TESTS=(setup types basic scan_node dml errors)
 PASSED=0
 FAILED=0
 FAILED_SUITES=()
@@ -62,6 +64,7 @@ max_prepared_transactions = 10
 max_worker_processes = 8
 max_parallel_workers = 4
 lc_messages = 'C'
+${EXTRA_CONF:-}
 CONF
     chown -R postgres "$dir"
     (cd "$dir" && runuser -u postgres -- "$driver" --temp-instance="$dir/tmp_check" \
@@ -90,7 +93,10 @@ if ! skip isolation; then
     mapfile -t SPECS < <(ls specs/*.spec 2>/dev/null | xargs -r -n1 basename | sed 's/\.spec$//')
     if [ ${#SPECS[@]} -gt 0 ]; then
         banner "pg_isolation_regress: ${SPECS[*]}"
-        run_pg_regress isolation "$PGXS_TEST/isolation/pg_isolation_regress" "${SPECS[@]}"
+        # Specs create tables with the default access method: anker here,
+        # heap when scripts/isolation-expected.sh makes the expected output.
+        EXTRA_CONF="default_table_access_method = '${ANKER_ISOLATION_AM:-anker}'" \
+            run_pg_regress isolation "$PGXS_TEST/isolation/pg_isolation_regress" "${SPECS[@]}"
     fi
 fi
 

@@ -32,6 +32,7 @@ pub extern "C-unwind" fn _PG_init() {
         // raises a clear error (see `shmem::arena`).
         return;
     }
+    tam::slot::init_ops();
     shmem::reserve_arena();
     shmem::install_hooks();
     storage::install_hooks();

@@ -217,8 +217,12 @@ unsafe fn relation(node: *mut pg_sys::CustomScanState) -> pg_sys::Relation {
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, _estate: *mut pg_sys::EState, _eflags: i32) {
+unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *mut pg_sys::EState, _eflags: i32) {
     let s = node as *mut State;
+    // PostgreSQL 15 gives custom scans a plain virtual slot; use anker's
+    // (a virtual slot that also carries xmin/xmax for system columns).
+    (*node).ss.ss_ScanTupleSlot =
+        pg_sys::ExecAllocTableSlot(&mut (*estate).es_tupleTable, (*relation(node)).rd_att, crate::tam::slot::ops());
     let cscan = (*node).ss.ps.plan as *mut pg_sys::CustomScan;
     let natts = (*(*relation(node)).rd_att).natts as usize;
     let wanted = pg_sys::palloc0(natts.max(1)) as *mut bool;

@@ -156,7 +156,7 @@ fn free_database(db: u32) {
 
 /// New storage for `rel` under `new_node`; the old storage (if different)
 /// is dropped at commit.
-pub fn create_new_storage(rel: pg_sys::Relation, new_node: &pg_sys::RelFileNode) {
+pub fn create_new_storage(rel: pg_sys::Relation, new_node: &pg_sys::RelFileNode) -> &'static Table {
     // SAFETY: rel is open.
     let backend = unsafe { (*rel).rd_backend };
     let new_key = node_key(new_node, backend);
@@ -170,8 +170,9 @@ pub fn create_new_storage(rel: pg_sys::Relation, new_node: &pg_sys::RelFileNode)
     // A leftover with the same key (relfilenodes are reused only after the
     // old storage was dropped) is replaced.
     free_storage(&new_key);
-    shmem::directory().get_or_create(shmem::arena(), &new_key, &|| datum::specs_for(desc)).or_raise();
+    let t = shmem::directory().get_or_create(shmem::arena(), &new_key, &|| datum::specs_for(desc)).or_raise();
     pending().push(Pending { key: new_key, kind: PendingKind::Created, nest_level: level });
+    t
 }
 
 /// TRUNCATE of a table created in this transaction: empty it in place.

@@ -18,6 +18,7 @@ use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 
 pub const INVALID_XID: u32 = 0;
+pub const FROZEN_XID: u32 = 2;
 pub const FIRST_NORMAL_XID: u32 = 3;
 
 #[inline]
@@ -87,6 +88,8 @@ pub struct Visibility {
     xmax: u32,
     last_xid: std::cell::Cell<u32>,
     last_in_snapshot: std::cell::Cell<bool>,
+    /// A SERIALIZABLE transaction's MVCC snapshot: reads report conflicts.
+    pub serializable: bool,
 }
 
 impl Visibility {
@@ -118,7 +121,12 @@ impl Visibility {
             xmax,
             last_xid: std::cell::Cell::new(INVALID_XID),
             last_in_snapshot: std::cell::Cell::new(false),
+            serializable: kind == pg_sys::SnapshotType::SNAPSHOT_MVCC && crate::tam::modify::serializable(),
         }
+    }
+
+    pub fn snapshot(&self) -> pg_sys::Snapshot {
+        self.snap
     }
 
     /// `XidInMVCCSnapshot`, answering the common cases without a call:

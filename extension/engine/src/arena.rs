@@ -697,6 +697,10 @@ pub struct Heap {
     live_bytes: AtomicU64,
 }
 
+// SAFETY: `partial` (the only interior-mutable field that is not atomic) is
+// read and written only under `lock`.
+unsafe impl Sync for Heap {}
+
 impl Heap {
     pub fn init(&self) {
         self.lock.init();

@@ -153,6 +153,8 @@ pub mod flag {
     pub const XMAX_LOCK_ONLY: u32 = 1 << 11;
     /// The row's links (version chain, successor) are set.
     pub const HAS_LINKS: u32 = 1 << 12;
+    /// The row was moved to another partition by an UPDATE.
+    pub const MOVED: u32 = 1 << 13;
     /// Bits 16..32 count modifications: readers of live rows compare
     /// `flags & SEQ_CHECK` before and after reading values.
     pub const SEQ_SHIFT: u32 = 16;
@@ -195,6 +197,20 @@ pub struct RowHeader {
     pub next: u64,
 }
 
+/// A change to an existing row, applied by [`Table::modify_row`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RowChange {
+    /// New creator (VACUUM's freezing; `FrozenTransactionId`).
+    pub xmin: Option<u32>,
+    /// New deleter and its command id (clears the deleter's hint bits).
+    pub xmax: Option<(u32, u32)>,
+    pub set_flags: u32,
+    pub clear_flags: u32,
+    pub locker: Option<u32>,
+    /// Successor row id (sets `HAS_LINKS`).
+    pub next: Option<u64>,
+}
+
 #[repr(C)]
 pub struct Column {
     pub spec_kind: u32,
@@ -212,6 +228,16 @@ impl Column {
         }
     }
 }
+
+/// A chunk of the free-row stack.
+#[repr(C)]
+struct FreeChunk {
+    next: Off,
+    count: u32,
+    _pad: u32,
+    rows: [u64; FREE_CHUNK_ROWS],
+}
+const FREE_CHUNK_ROWS: usize = 1022;
 
 /// A page replaced by copy-on-write, kept until no snapshot or reader that
 /// could still see it remains.
@@ -237,6 +263,10 @@ pub struct Table {
     pub heap: Heap,
     /// Row ids handed out so far.
     nrows: AtomicU64,
+    /// Vacant row ids ready for reuse: a stack of [`FreeChunk`]s.
+    free_lock: SpinLock,
+    free_head: AtomicU64,
+    free_count: AtomicU64,
     ncols: AtomicU32,
     /// Incremented by every snapshot of this table.
     pub snap_epoch: AtomicU32,
@@ -282,6 +312,9 @@ impl Table {
             (*t).schema_lock.init();
             (*t).heap.init();
             (*t).nrows = AtomicU64::new(0);
+            (*t).free_lock.init();
+            (*t).free_head = AtomicU64::new(NULL_OFF);
+            (*t).free_count = AtomicU64::new(0);
             (*t).ncols = AtomicU32::new(0);
             (*t).snap_epoch = AtomicU32::new(1);
             (*t).retired = AtomicU64::new(NULL_OFF);
@@ -458,11 +491,87 @@ impl Table {
         }
     }
 
-    /// Set hint bits (never cleared; safe without the latch).
-    pub fn set_hint(&self, arena: &Arena, row: u64, bits: u32) {
-        if let Some(s) = self.stamp(arena, row) {
-            s.flags.fetch_or(bits & flag::HINTS, Ordering::Relaxed);
+    /// Set hint bits learnt from the header `h`, unless the row changed
+    /// since (a hint about an old `xmax` must not land on a new one).
+    pub fn set_hint(&self, arena: &Arena, row: u64, h: &RowHeader, bits: u32) {
+        let Some(s) = self.stamp(arena, row) else { return };
+        let bits = bits & flag::HINTS;
+        let mut cur = s.flags.load(Ordering::Relaxed);
+        while cur & flag::SEQ_CHECK == h.flags & flag::SEQ_CHECK && cur & bits != bits {
+            match s.flags.compare_exchange_weak(cur, cur | bits, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
         }
+    }
+
+    /// Take the row latch of `s`; returns the flags word as it was.
+    fn latch_row(s: &Stamp) -> u32 {
+        let mut spins = 0u32;
+        loop {
+            let f = s.flags.load(Ordering::Relaxed);
+            if f & flag::LATCH == 0
+                && s.flags.compare_exchange_weak(f, f | flag::LATCH, Ordering::Acquire, Ordering::Relaxed).is_ok()
+            {
+                return f;
+            }
+            spins += 1;
+            if spins > 100 {
+                std::thread::yield_now();
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Apply `change` to `row` if its header still equals `expected` (hint
+    /// bits aside). This is the one place where existing rows change, so
+    /// concurrent writers serialise here and, later, logging goes here.
+    /// Returns false (and changes nothing) when the row moved on.
+    pub fn modify_row(&self, arena: &Arena, row: u64, expected: &RowHeader, change: &RowChange) -> AllocResult<bool> {
+        let _g = self.latch.shared();
+        let epoch = self.snap_epoch.load(Ordering::Acquire);
+        let mut retire = |p: u32| self.retire_page(arena, p);
+        // Make every page we may write private first (copy-on-write).
+        let sp = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
+        let cp = if change.xmax.is_some() { Some(self.cids.page_for_write(arena, &self.heap, row, epoch, &mut retire)?) } else { None };
+        let lp = if change.next.is_some() { Some(self.links.page_for_write(arena, &self.heap, row, epoch, &mut retire)?) } else { None };
+        // SAFETY: element indexes are within their pages.
+        let s = unsafe { &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize) };
+        let old = Self::latch_row(s);
+        let same = old & !flag::HINTS & !flag::LATCH == expected.flags & !flag::HINTS & !flag::LATCH
+            && s.xmin.load(Ordering::Relaxed) == expected.xmin
+            && s.xmax.load(Ordering::Relaxed) == expected.xmax
+            && s.locker.load(Ordering::Relaxed) == expected.locker;
+        if !same {
+            s.flags.store(old, Ordering::Release);
+            return Ok(false);
+        }
+        let mut flags = old;
+        if let Some(xmin) = change.xmin {
+            s.xmin.store(xmin, Ordering::Relaxed);
+        }
+        if let Some((xmax, cmax)) = change.xmax {
+            s.xmax.store(xmax, Ordering::Relaxed);
+            flags &= !(flag::XMAX_COMMITTED | flag::XMAX_ABORTED);
+            // SAFETY: as above, for cids.
+            let c = unsafe { &*(cp.unwrap() as *const Cids).add((row & (self.cids.rows_per_page() - 1)) as usize) };
+            c.cmax.store(cmax, Ordering::Relaxed);
+        }
+        flags = (flags | change.set_flags) & !change.clear_flags;
+        if let Some(locker) = change.locker {
+            s.locker.store(locker, Ordering::Relaxed);
+        }
+        if let Some(next) = change.next {
+            // SAFETY: as above, for links.
+            let l = unsafe { &*(lp.unwrap() as *const Links).add((row & (self.links.rows_per_page() - 1)) as usize) };
+            if flags & flag::HAS_LINKS == 0 {
+                l.chain.store(NULL_OFF, Ordering::Relaxed);
+            }
+            l.next.store(next, Ordering::Relaxed);
+            flags |= flag::HAS_LINKS;
+        }
+        s.flags.store((flags & !flag::LATCH).wrapping_add(flag::SEQ_ONE), Ordering::Release);
+        Ok(true)
     }
 
     // ---- cursors: scans that cache page pointers ------------------------------
@@ -739,49 +848,251 @@ impl Table {
         cid: u32,
         extra_flags: u32,
         locker: u32,
-    ) -> AllocResult<u64> {
+        out: &mut Vec<u64>,
+    ) -> AllocResult<()> {
         let ncols = self.ncols();
+        out.clear();
+        self.take_free_rows(arena, rows.len(), out);
         let _g = self.latch.shared();
         let epoch = self.snap_epoch.load(Ordering::Acquire);
-        let first = self.nrows.fetch_add(rows.len() as u64, Ordering::AcqRel);
+        if out.len() < rows.len() {
+            let n = (rows.len() - out.len()) as u64;
+            let first = self.nrows.fetch_add(n, Ordering::AcqRel);
+            out.extend(first..first + n);
+        }
         let mut retire = |p: u32| self.retire_page(arena, p);
         for (k, values) in rows.iter().enumerate() {
-            let row = first + k as u64;
+            let row = out[k];
             let res = (|| -> AllocResult<()> {
                 assert_eq!(values.len(), ncols);
                 // system columns first: their pages must exist before xmin is set
                 let sp = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
+                // SAFETY: element index within the page; the row id is ours
+                // alone (fresh, or taken from the free list).
+                let s = unsafe { &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize) };
+                // Keep the row unpublished while we write it: fresh rows
+                // have xmin 0, reused ones stay VACANT until the final store.
+                let old = s.flags.load(Ordering::Relaxed);
+                s.flags.store(old | flag::VACANT, Ordering::Relaxed);
                 let cp = self.cids.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
                 self.write_values(arena, row, values, &blobs[k * ncols..(k + 1) * ncols], epoch)?;
-                // SAFETY: element indexes are within their pages; the row id
-                // is ours alone (just reserved).
-                unsafe {
-                    let c = &*(cp as *const Cids).add((row & (self.cids.rows_per_page() - 1)) as usize);
-                    c.cmin.store(cid, Ordering::Relaxed);
-                    c.cmax.store(0, Ordering::Relaxed);
-                    // Links stay unwritten (their pages may not even exist)
-                    // until a row gets a version chain or a successor.
-                    let s = &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize);
-                    s.xmax.store(0, Ordering::Relaxed);
-                    s.locker.store(locker, Ordering::Relaxed);
-                    s.flags.store(extra_flags, Ordering::Relaxed);
-                    s.xmin.store(xid, Ordering::Release);
-                }
+                // SAFETY: as above, for cids.
+                let c = unsafe { &*(cp as *const Cids).add((row & (self.cids.rows_per_page() - 1)) as usize) };
+                c.cmin.store(cid, Ordering::Relaxed);
+                c.cmax.store(0, Ordering::Relaxed);
+                // Links stay unwritten (their pages may not even exist)
+                // until a row gets a version chain or a successor.
+                s.xmax.store(0, Ordering::Relaxed);
+                s.locker.store(locker, Ordering::Relaxed);
+                s.xmin.store(xid, Ordering::Release);
+                let seq = (old & !((1 << flag::SEQ_SHIFT) - 1)).wrapping_add(flag::SEQ_ONE);
+                s.flags.store(seq | extra_flags, Ordering::Release);
                 Ok(())
             })();
             if let Err(e) = res {
-                // Rows from here on stay vacant (xmin 0) and their blobs are
-                // freed; rows before k are complete and keep theirs.
-                for r in row..first + rows.len() as u64 {
+                // Rows from here on go back to the free list and their
+                // blobs are freed; rows before k are complete and keep theirs.
+                for &r in &out[k..] {
                     if let Some(s) = self.stamp(arena, r) {
-                        s.flags.store(flag::VACANT, Ordering::Release);
+                        s.flags.fetch_or(flag::VACANT, Ordering::Release);
                     }
                 }
                 self.discard_blobs(arena, &blobs[k * ncols..]);
+                let rest: Vec<u64> = out[k..].to_vec();
+                drop(_g);
+                self.push_free_rows(arena, &rest);
+                out.truncate(k);
                 return Err(e);
             }
         }
-        Ok(first)
+        Ok(())
+    }
+
+    /// Pop up to `n` reusable row ids into `out`.
+    fn take_free_rows(&self, arena: &Arena, n: usize, out: &mut Vec<u64>) {
+        if self.free_count.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let _g = self.free_lock.lock();
+        while out.len() < n {
+            let head = self.free_head.load(Ordering::Relaxed);
+            if head == NULL_OFF {
+                break;
+            }
+            // SAFETY: chunks on the stack are live allocations of ours,
+            // guarded by free_lock.
+            let c = unsafe { &mut *arena.ptr::<FreeChunk>(head) };
+            while out.len() < n && c.count > 0 {
+                c.count -= 1;
+                out.push(c.rows[c.count as usize]);
+                self.free_count.fetch_sub(1, Ordering::Relaxed);
+            }
+            if c.count == 0 {
+                self.free_head.store(c.next, Ordering::Relaxed);
+                self.heap.free(arena, head);
+            }
+        }
+    }
+
+    /// Make vacant rows available for reuse. Rows that do not fit for lack
+    /// of memory simply stay vacant.
+    fn push_free_rows(&self, arena: &Arena, rows: &[u64]) {
+        let _g = self.free_lock.lock();
+        for &r in rows {
+            let mut head = self.free_head.load(Ordering::Relaxed);
+            // SAFETY: as in take_free_rows.
+            if head == NULL_OFF || unsafe { (*arena.ptr::<FreeChunk>(head)).count } as usize == FREE_CHUNK_ROWS {
+                let Ok(fresh) = self.heap.alloc(arena, std::mem::size_of::<FreeChunk>()) else { return };
+                // SAFETY: fresh allocation for a FreeChunk.
+                unsafe {
+                    let c = arena.ptr::<FreeChunk>(fresh);
+                    (*c).next = head;
+                    (*c).count = 0;
+                }
+                self.free_head.store(fresh, Ordering::Relaxed);
+                head = fresh;
+            }
+            // SAFETY: as above.
+            let c = unsafe { &mut *arena.ptr::<FreeChunk>(head) };
+            c.rows[c.count as usize] = r;
+            c.count += 1;
+            self.free_count.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Copy `row` (header `h`) into `dst`, a table with the same column
+    /// layout, keeping its creator and deleter stamps (VACUUM FULL, CLUSTER,
+    /// SET TABLESPACE). Returns the new row id; successor links are the
+    /// caller's to remap.
+    pub fn copy_row_to(&self, arena: &Arena, row: u64, h: &RowHeader, dst: &Table) -> AllocResult<u64> {
+        let ncols = self.ncols().min(dst.ncols());
+        let mut holders: Vec<ValueRef> = Vec::with_capacity(dst.ncols());
+        for i in 0..dst.ncols() {
+            holders.push(if i < ncols { self.value(arena, i, row) } else { ValueRef::Null });
+        }
+        let values: Vec<Value> = holders
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                // SAFETY: pointers from `value` point at stored elements of
+                // the column's width (or blobs of their recorded length).
+                unsafe {
+                    match *v {
+                        ValueRef::Null => Value::Null,
+                        ValueRef::Fixed(p) => {
+                            Value::Fixed(std::slice::from_raw_parts(p, 1 << self.column(arena, i).width_shift))
+                        }
+                        ValueRef::Inline(p) => Value::Inline(std::slice::from_raw_parts(p, VAR_SLOT)),
+                        ValueRef::Blob(p, n) => Value::Blob(std::slice::from_raw_parts(p, n as usize)),
+                    }
+                }
+            })
+            .collect();
+        let mut blobs = vec![];
+        dst.prepare_blobs(arena, &values, &mut blobs)?;
+        let mut out = vec![];
+        let keep = h.flags & (flag::HINTS | flag::SPECULATIVE);
+        dst.insert_rows(arena, &[&values], &blobs, h.xmin, h.cmin, keep & !(flag::XMAX_COMMITTED | flag::XMAX_ABORTED), 0, &mut out)?;
+        let new = out[0];
+        if h.xmax != 0 {
+            let now = dst.header(arena, new).expect("row just written");
+            let change = RowChange {
+                xmax: Some((h.xmax, h.cmax)),
+                set_flags: h.flags & (flag::XMAX_COMMITTED | flag::XMAX_ABORTED | flag::UPDATED | flag::MOVED),
+                ..Default::default()
+            };
+            dst.modify_row(arena, new, &now, &change)?;
+        }
+        Ok(new)
+    }
+
+    /// Reusable row ids.
+    pub fn free_rows(&self) -> u64 {
+        self.free_count.load(Ordering::Relaxed)
+    }
+
+    /// Reclaim dead rows (VACUUM): free their blobs, mark them vacant and
+    /// make them reusable. The caller guarantees no snapshot can see them
+    /// and their index entries are gone.
+    pub fn vacate_rows(&self, arena: &Arena, rows: &[u64]) {
+        let mut freed = Vec::with_capacity(rows.len());
+        {
+            let _g = self.latch.shared();
+            let ncols = self.ncols();
+            for &row in rows {
+                let Some(s) = self.stamp(arena, row) else { continue };
+                let old = Self::latch_row(s);
+                if old & flag::VACANT != 0 {
+                    s.flags.store(old, Ordering::Release);
+                    continue;
+                }
+                for i in 0..ncols {
+                    let c = self.column(arena, i);
+                    if c.spec_kind != ColumnKind::Var as u32 {
+                        continue;
+                    }
+                    if let ValueRef::Blob(p, _) = self.value(arena, i, row) {
+                        self.heap.free(arena, arena.off_of(p));
+                    }
+                }
+                s.flags.store((old | flag::VACANT).wrapping_add(flag::SEQ_ONE) & !flag::LATCH, Ordering::Release);
+                freed.push(row);
+            }
+        }
+        self.push_free_rows(arena, &freed);
+    }
+
+    /// Give back pages whose rows are all vacant (after VACUUM). Returns the
+    /// number of pages released.
+    pub fn release_vacant_pages(&self, arena: &Arena) -> usize {
+        let _g = self.latch.exclusive();
+        let nrows = self.nrows();
+        let per = self.stamps.rows_per_page();
+        // Which stamp pages (runs of `per` rows) hold only vacant rows?
+        let nstamp_pages = nrows.div_ceil(per);
+        let mut vacant = vec![false; nstamp_pages as usize];
+        for (p, v) in vacant.iter_mut().enumerate() {
+            let first = p as u64 * per;
+            let Some(page) = self.stamps.page_for_row(arena, first) else {
+                *v = true;
+                continue;
+            };
+            let last = (first + per).min(nrows);
+            // SAFETY: the page holds `per` stamps.
+            let stamps = unsafe { std::slice::from_raw_parts(page as *const Stamp, per as usize) };
+            *v = (first..last).all(|r| stamps[(r - first) as usize].flags.load(Ordering::Relaxed) & flag::VACANT != 0)
+                && last == first + per;
+        }
+        let all_vacant = |first: u64, n: u64| -> bool {
+            let (a, b) = (first / per, (first + n).div_ceil(per));
+            b <= nstamp_pages && (a..b).all(|p| vacant[p as usize])
+        };
+        let mut released = 0;
+        let mut release = |pt: &PageTable| {
+            let rpp = pt.rows_per_page();
+            let mut idxs = vec![];
+            pt.for_each_entry(arena, |idx, _| {
+                if all_vacant(idx * rpp, rpp) {
+                    idxs.push(idx);
+                }
+            });
+            for idx in idxs {
+                let e = pt.take_page(arena, idx);
+                if e != 0 {
+                    self.retire_page(arena, crate::column::entry_page(e));
+                    released += 1;
+                }
+            }
+        };
+        for i in 0..self.ncols() {
+            let c = self.column(arena, i);
+            release(&c.values);
+            release(&c.nulls);
+        }
+        release(&self.cids);
+        release(&self.links);
+        release(&self.stamps);
+        released
     }
 }
 
@@ -1015,8 +1326,9 @@ mod tests {
             ];
             let mut blobs = vec![];
             t.prepare_blobs(&a, &vals, &mut blobs).unwrap();
-            let r = t.insert_rows(&a, &[&vals], &blobs, 100, 0, 0, 0).unwrap();
-            assert_eq!(r, i);
+            let mut out = vec![];
+            t.insert_rows(&a, &[&vals], &blobs, 100, 0, 0, 0, &mut out).unwrap();
+            assert_eq!(out, vec![i]);
         }
         assert_eq!(t.nrows(), n);
         for i in 0..n {
@@ -1035,8 +1347,9 @@ mod tests {
         let vals = [Value::Fixed(&[0; 8]), Value::Blob(&big), Value::Null];
         let mut blobs = vec![];
         t.prepare_blobs(&a, &vals, &mut blobs).unwrap();
-        let r = t.insert_rows(&a, &[&vals], &blobs, 100, 0, 0, 0).unwrap();
-        assert_eq!(read(&a, t, 1, r).unwrap(), big);
+        let mut out = vec![];
+        t.insert_rows(&a, &[&vals], &blobs, 100, 0, 0, 0, &mut out).unwrap();
+        assert_eq!(read(&a, t, 1, out[0]).unwrap(), big);
         assert!(a.stats().used_bytes > base);
         assert!(dir.drop_table(&a, &key));
         assert_eq!(a.stats().used_bytes, base);
@@ -1052,7 +1365,7 @@ mod tests {
         let small = [Value::Blob(&[5u8; 100])];
         let mut blobs = vec![];
         t.prepare_blobs(&a, &small, &mut blobs).unwrap();
-        t.insert_rows(&a, &[&small], &blobs, 10, 0, 0, 0).unwrap();
+        t.insert_rows(&a, &[&small], &blobs, 10, 0, 0, 0, &mut vec![]).unwrap();
         let huge = vec![1u8; 64 << 20];
         let mut blobs = vec![];
         let err = t.prepare_blobs(&a, &[Value::Blob(&huge)], &mut blobs).unwrap_err();
@@ -1067,7 +1380,7 @@ mod tests {
             if t.prepare_blobs(&a, &v, &mut blobs).is_err() {
                 break;
             }
-            if t.insert_rows(&a, &[&v], &blobs, 10, 0, 0, 0).is_err() {
+            if t.insert_rows(&a, &[&v], &blobs, 10, 0, 0, 0, &mut vec![]).is_err() {
                 break;
             }
             n += 1;
@@ -1076,5 +1389,106 @@ mod tests {
             assert_eq!(read(&a, t, 0, r).unwrap(), vec![3u8; 3000]);
         }
         assert!(dir.drop_table(&a, &[9, 9, 9, 9]));
+    }
+
+    fn insert_one(a: &Arena, t: &Table, vals: &[Value], xid: u32) -> u64 {
+        let mut blobs = vec![];
+        t.prepare_blobs(a, vals, &mut blobs).unwrap();
+        let mut out = vec![];
+        t.insert_rows(a, &[vals], &blobs, xid, 0, 0, 0, &mut out).unwrap();
+        out[0]
+    }
+
+    #[test]
+    fn modify_row_is_compare_and_set() {
+        let a = setup();
+        let dir = Directory::get(&a).unwrap();
+        let t = dir.get_or_create(&a, &[4, 4, 4, 0], &|| vec![ColumnSpec::fixed(8)]).unwrap();
+        let row = insert_one(&a, t, &[Value::Fixed(&[1; 8])], 50);
+        let h = t.header(&a, row).unwrap();
+        let winners = std::sync::atomic::AtomicU32::new(0);
+        std::thread::scope(|sc| {
+            for xid in 100..108u32 {
+                let (a, winners, h) = (&a, &winners, h);
+                sc.spawn(move || {
+                    let change = RowChange { xmax: Some((xid, 1)), ..Default::default() };
+                    if t.modify_row(a, row, &h, &change).unwrap() {
+                        winners.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        assert_eq!(winners.load(Ordering::SeqCst), 1);
+        let now = t.header(&a, row).unwrap();
+        assert!((100..108).contains(&now.xmax));
+        assert_eq!(now.cmax, 1);
+        // a stale header no longer matches
+        assert!(!t.modify_row(&a, row, &h, &RowChange { locker: Some(9), ..Default::default() }).unwrap());
+        // hints learnt from a stale header are dropped
+        t.set_hint(&a, row, &h, flag::XMAX_ABORTED);
+        assert_eq!(t.header(&a, row).unwrap().flags & flag::XMAX_ABORTED, 0);
+        t.set_hint(&a, row, &now, flag::XMAX_COMMITTED);
+        assert_ne!(t.header(&a, row).unwrap().flags & flag::XMAX_COMMITTED, 0);
+        // successor links
+        let next = insert_one(&a, t, &[Value::Fixed(&[2; 8])], 51);
+        let now = t.header(&a, row).unwrap();
+        assert!(t.modify_row(&a, row, &now, &RowChange { next: Some(next), set_flags: flag::UPDATED, ..Default::default() }).unwrap());
+        let h = t.header(&a, row).unwrap();
+        assert_eq!(h.next, next);
+        assert_ne!(h.flags & flag::UPDATED, 0);
+    }
+
+    #[test]
+    fn vacuumed_rows_are_reused_and_pages_returned() {
+        let a = setup();
+        let dir = Directory::get(&a).unwrap();
+        let t = dir.get_or_create(&a, &[5, 5, 5, 0], &|| vec![ColumnSpec::fixed(8), ColumnSpec::var()]).unwrap();
+        let text = vec![b'x'; 100];
+        let n = 50_000u64;
+        for i in 0..n {
+            insert_one(&a, t, &[Value::Fixed(&i.to_ne_bytes()), Value::Blob(&text)], 60);
+        }
+        let full = t.bytes();
+        let rows: Vec<u64> = (0..n).collect();
+        t.vacate_rows(&a, &rows);
+        assert_eq!(t.free_rows(), n);
+        for r in 0..n {
+            assert!(t.header(&a, r).is_none());
+        }
+        let released = t.release_vacant_pages(&a);
+        assert!(released > 0);
+        t.reclaim_retired(&a, u32::MAX);
+        assert!(t.bytes() < full / 4, "{} of {} bytes left", t.bytes(), full);
+        // inserts reuse vacant row ids before growing the table
+        for i in 0..1000u64 {
+            let r = insert_one(&a, t, &[Value::Fixed(&i.to_ne_bytes()), Value::Null], 61);
+            assert!(r < n);
+        }
+        assert_eq!(t.nrows(), n);
+        assert_eq!(t.free_rows(), n - 1000);
+        let live = (0..n).filter(|&r| t.header(&a, r).is_some()).count();
+        assert_eq!(live, 1000);
+    }
+
+    #[test]
+    fn copy_row_keeps_stamps_and_values() {
+        let a = setup();
+        let dir = Directory::get(&a).unwrap();
+        let specs = || vec![ColumnSpec::fixed(4), ColumnSpec::var(), ColumnSpec::var()];
+        let src = dir.get_or_create(&a, &[6, 6, 6, 0], &specs).unwrap();
+        let dst = dir.get_or_create(&a, &[7, 7, 7, 0], &specs).unwrap();
+        let mut inline = [0u8; 16];
+        inline[0] = 7;
+        let big = vec![3u8; 5000];
+        let row = insert_one(&a, src, &[Value::Fixed(&[1, 2, 3, 4]), Value::Inline(&inline), Value::Blob(&big)], 70);
+        let h = src.header(&a, row).unwrap();
+        src.modify_row(&a, row, &h, &RowChange { xmax: Some((71, 3)), ..Default::default() }).unwrap();
+        let h = src.header(&a, row).unwrap();
+        let new = src.copy_row_to(&a, row, &h, dst).unwrap();
+        let g = dst.header(&a, new).unwrap();
+        assert_eq!((g.xmin, g.xmax, g.cmax), (70, 71, 3));
+        assert_eq!(read(&a, dst, 0, new).unwrap(), vec![1, 2, 3, 4]);
+        assert_eq!(read(&a, dst, 1, new).unwrap()[0], 7);
+        assert_eq!(read(&a, dst, 2, new).unwrap(), big);
     }
 }

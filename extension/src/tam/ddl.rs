@@ -30,36 +30,6 @@ pub unsafe extern "C-unwind" fn relation_nontransactional_truncate(rel: pg_sys::
 }
 
 #[pg_guard]
-pub unsafe extern "C-unwind" fn relation_copy_data(_rel: pg_sys::Relation, _newrnode: *const pg_sys::RelFileNode) {
-    not_supported("ALTER TABLE ... SET TABLESPACE");
-}
-
-#[pg_guard]
-pub unsafe extern "C-unwind" fn relation_copy_for_cluster(
-    _old_table: pg_sys::Relation,
-    _new_table: pg_sys::Relation,
-    _old_index: pg_sys::Relation,
-    _use_sort: bool,
-    _oldest_xmin: pg_sys::TransactionId,
-    _xid_cutoff: *mut pg_sys::TransactionId,
-    _multi_cutoff: *mut pg_sys::MultiXactId,
-    _num_tuples: *mut f64,
-    _tups_vacuumed: *mut f64,
-    _tups_recently_dead: *mut f64,
-) {
-    not_supported("VACUUM FULL, CLUSTER and table rewrites");
-}
-
-/// VACUUM: nothing to reclaim yet (rows are never deleted or updated).
-#[pg_guard]
-pub unsafe extern "C-unwind" fn relation_vacuum(
-    _rel: pg_sys::Relation,
-    _params: *mut pg_sys::VacuumParams,
-    _bstrategy: pg_sys::BufferAccessStrategy,
-) {
-}
-
-#[pg_guard]
 pub unsafe extern "C-unwind" fn relation_size(rel: pg_sys::Relation, fork: pg_sys::ForkNumber::Type) -> u64 {
     if fork != pg_sys::ForkNumber::MAIN_FORKNUM && fork != pg_sys::ForkNumber::InvalidForkNumber {
         return 0;

@@ -3,7 +3,6 @@
 
 use super::scan::{fetch_into, Reader};
 use super::{row_to_tid, tid_to_row, ROWS_PER_BLOCK};
-use crate::error::not_supported;
 use crate::shmem;
 use crate::storage::table_of;
 use crate::visibility::{xid_state, Visibility, XidState};
@@ -49,6 +48,7 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
     if !all_dead.is_null() {
         *all_dead = false;
     }
+    super::modify::predicate_lock_relation(f.base.rel, snapshot);
     let Some(row) = tid_to_row(tid) else { return false };
     if row >= table.nrows() {
         return false;
@@ -109,9 +109,6 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
     callback_state: *mut std::ffi::c_void,
     scan: pg_sys::TableScanDesc,
 ) -> f64 {
-    if (*index_info).ii_Concurrent {
-        not_supported("CREATE INDEX CONCURRENTLY (use CREATE INDEX)");
-    }
     let arena = shmem::arena();
     let table = table_of(table_rel);
     let callback = callback.expect("index build callback");
@@ -121,9 +118,15 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
     (*econtext).ecxt_scantuple = slot;
     let predicate = pg_sys::ExecPrepareQual((*index_info).ii_Predicate, estate);
     let oldest_xmin: u32 = pg_sys::GetOldestNonRemovableTransactionId(table_rel).into();
-    // A caller-provided scan (parallel builds) fixes the snapshot to use.
+    // A caller-provided scan fixes the snapshot; a concurrent build indexes
+    // what a fresh MVCC snapshot sees (validation adds the rest later);
+    // otherwise every row some snapshot may still see.
+    let mut registered: pg_sys::Snapshot = std::ptr::null_mut();
     let vis = if !scan.is_null() && !(*scan).rs_snapshot.is_null() {
         Some(Visibility::new((*scan).rs_snapshot))
+    } else if (*index_info).ii_Concurrent {
+        registered = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
+        Some(Visibility::new(registered))
     } else {
         None
     };
@@ -159,7 +162,7 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
         }
         reltuples += 1.0;
         pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
-        reader.fill(table_rel, table, row, slot);
+        reader.fill(table_rel, table, row, slot, Some(&h));
         if !predicate.is_null() && !pg_sys::ExecQual(predicate, econtext) {
             continue;
         }
@@ -170,18 +173,83 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
     }
     pg_sys::ExecDropSingleTupleTableSlot(slot);
     pg_sys::FreeExecutorState(estate);
+    if !registered.is_null() {
+        pg_sys::UnregisterSnapshot(registered);
+    }
     (*index_info).ii_ExpressionsState = std::ptr::null_mut();
     (*index_info).ii_PredicateState = std::ptr::null_mut();
     reltuples
 }
 
+/// Second phase of CREATE INDEX CONCURRENTLY: insert index entries for the
+/// rows visible to `snapshot` that the index does not have yet. The index's
+/// TIDs arrive sorted in `state.tuplesort` (encoded as int8).
 #[pg_guard]
 pub unsafe extern "C-unwind" fn index_validate_scan(
-    _table_rel: pg_sys::Relation,
-    _index_rel: pg_sys::Relation,
-    _index_info: *mut pg_sys::IndexInfo,
-    _snapshot: pg_sys::Snapshot,
-    _state: *mut pg_sys::ValidateIndexState,
+    table_rel: pg_sys::Relation,
+    index_rel: pg_sys::Relation,
+    index_info: *mut pg_sys::IndexInfo,
+    snapshot: pg_sys::Snapshot,
+    state: *mut pg_sys::ValidateIndexState,
 ) {
-    not_supported("CREATE INDEX CONCURRENTLY (use CREATE INDEX)");
+    let table = table_of(table_rel);
+    let mut indexed: Vec<u64> = vec![];
+    loop {
+        let mut d = pg_sys::Datum::from(0usize);
+        let mut isnull = false;
+        if !pg_sys::tuplesort_getdatum((*state).tuplesort, true, &mut d, &mut isnull, std::ptr::null_mut()) {
+            break;
+        }
+        // itemptr_encode: block << 16 | offset
+        let v = d.value() as u64;
+        let mut tid = pg_sys::ItemPointerData::default();
+        let block = (v >> 16) as u32;
+        tid.ip_blkid.bi_hi = (block >> 16) as u16;
+        tid.ip_blkid.bi_lo = block as u16;
+        tid.ip_posid = (v & 0xffff) as u16;
+        if let Some(r) = tid_to_row(&tid) {
+            indexed.push(r);
+        }
+        (*state).itups += 1.0;
+    }
+    indexed.sort_unstable();
+    let estate = pg_sys::CreateExecutorState();
+    let econtext = pg_sys::MakePerTupleExprContext(estate);
+    let slot = pg_sys::table_slot_create(table_rel, std::ptr::null_mut());
+    (*econtext).ecxt_scantuple = slot;
+    let predicate = pg_sys::ExecPrepareQual((*index_info).ii_Predicate, estate);
+    let vis = Visibility::new(snapshot);
+    let mut reader = Reader::new(table_rel, table);
+    let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+    let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
+    let unique = if (*index_info).ii_Unique {
+        pg_sys::IndexUniqueCheck::UNIQUE_CHECK_YES
+    } else {
+        pg_sys::IndexUniqueCheck::UNIQUE_CHECK_NO
+    };
+    for row in 0..table.nrows() {
+        if row % 8192 == 0 {
+            pg_sys::check_for_interrupts!();
+        }
+        pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+        if !reader.read(table_rel, table, row, &vis, slot) {
+            continue;
+        }
+        (*state).htups += 1.0;
+        if indexed.binary_search(&row).is_ok() {
+            continue;
+        }
+        if !predicate.is_null() && !pg_sys::ExecQual(predicate, econtext) {
+            continue;
+        }
+        pg_sys::FormIndexDatum(index_info, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
+        let mut tid = pg_sys::ItemPointerData::default();
+        row_to_tid(row, &mut tid);
+        pg_sys::index_insert(index_rel, values.as_mut_ptr(), isnull.as_mut_ptr(), &mut tid, table_rel, unique, false, index_info);
+        (*state).tups_inserted += 1.0;
+    }
+    pg_sys::ExecDropSingleTupleTableSlot(slot);
+    pg_sys::FreeExecutorState(estate);
+    (*index_info).ii_ExpressionsState = std::ptr::null_mut();
+    (*index_info).ii_PredicateState = std::ptr::null_mut();
 }

@@ -15,8 +15,10 @@ use crate::sql::assert_preloaded;
 
 mod ddl;
 mod index;
-mod modify;
+pub mod modify;
 pub mod scan;
+pub mod slot;
+mod vacuum;
 
 /// Rows per TID block; at most MaxHeapTuplesPerPage (291 for 8 kB blocks).
 pub const ROWS_PER_BLOCK: u64 = 256;
@@ -55,7 +57,7 @@ pub fn is_anker(rel: pg_sys::Relation) -> bool {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn slot_callbacks(_rel: pg_sys::Relation) -> *const pg_sys::TupleTableSlotOps {
-    &raw const pg_sys::TTSOpsVirtual
+    slot::ops()
 }
 
 static mut ROUTINE: pg_sys::TableAmRoutine = pg_sys::TableAmRoutine {
@@ -89,9 +91,9 @@ static mut ROUTINE: pg_sys::TableAmRoutine = pg_sys::TableAmRoutine {
     finish_bulk_insert: Some(modify::finish_bulk_insert),
     relation_set_new_filenode: Some(ddl::relation_set_new_filenode),
     relation_nontransactional_truncate: Some(ddl::relation_nontransactional_truncate),
-    relation_copy_data: Some(ddl::relation_copy_data),
-    relation_copy_for_cluster: Some(ddl::relation_copy_for_cluster),
-    relation_vacuum: Some(ddl::relation_vacuum),
+    relation_copy_data: Some(vacuum::relation_copy_data),
+    relation_copy_for_cluster: Some(vacuum::relation_copy_for_cluster),
+    relation_vacuum: Some(vacuum::relation_vacuum),
     scan_analyze_next_block: Some(scan::scan_analyze_next_block),
     scan_analyze_next_tuple: Some(scan::scan_analyze_next_tuple),
     index_build_range_scan: Some(index::index_build_range_scan),

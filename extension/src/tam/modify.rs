@@ -1,19 +1,115 @@
-//! Writing rows: INSERT, COPY and multi-row inserts. UPDATE, DELETE, row
-//! locks and speculative insertion come with the complete-TAM work and are
-//! refused cleanly until then.
+//! Writing rows: INSERT (plain, multi-row, speculative), DELETE, UPDATE and
+//! row locks, with heap's concurrency behaviour.
+//!
+//! Every change to an existing row follows the same protocol: read the row
+//! header, decide with PostgreSQL's transaction state what to do (go ahead,
+//! wait for a transaction, or report a conflict), then apply the change with
+//! [`Table::modify_row`], a compare-and-set under the row latch. If the row
+//! moved on in between, start over. Waiting uses `XactLockTableWait`, so the
+//! deadlock detector sees every wait.
+//!
+//! Row locks (`SELECT ... FOR KEY SHARE/SHARE/NO KEY UPDATE/UPDATE`) live in
+//! the row's `locker` word: one transaction id with its lock mode, or a
+//! MultiXactId when several transactions hold locks, as heap does.
+//! Deleters and updaters write `xmax` and conflict with lockers according to
+//! heap's lock conflict table (a non-key UPDATE takes NO KEY UPDATE, so it
+//! does not wait for KEY SHARE lockers such as foreign-key checks).
+//!
+//! UPDATE writes a new row version at a new row id and links the old one to
+//! it; in-place updates are the MVCC work's next step.
 
-use super::row_to_tid;
+use super::{row_to_tid, tid_to_row};
 use crate::datum::Encoder;
-use crate::error::{not_supported, OrRaise};
+use crate::error::{out_of_memory, OrRaise};
 use crate::shmem;
 use crate::storage::table_of;
+use crate::visibility::{xid_state, Visibility, XidState};
+use anker_engine::table::{flag, RowChange, RowHeader, Table, Value, ValueRef};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+
+use pg_sys::LockTupleMode::{LockTupleExclusive, LockTupleKeyShare, LockTupleNoKeyExclusive, LockTupleShare};
+use pg_sys::TM_Result::*;
+
+// storage/predicate.h is not in pgrx's bindings. Calls go through
+// `pg_guard_ffi_boundary`, like every pgrx binding, so an ERROR raised
+// inside becomes a Rust panic instead of a longjmp over Rust frames.
+extern "C-unwind" {
+    fn PredicateLockRelation(relation: pg_sys::Relation, snapshot: pg_sys::Snapshot);
+    fn CheckForSerializableConflictIn(relation: pg_sys::Relation, tid: pg_sys::ItemPointer, blkno: pg_sys::BlockNumber);
+    fn CheckForSerializableConflictOut(relation: pg_sys::Relation, xid: pg_sys::TransactionId, snapshot: pg_sys::Snapshot);
+}
+use pg_sys::ffi::pg_guard_ffi_boundary as guarded;
+
+const XACT_SERIALIZABLE: i32 = 3;
+
+pub fn serializable() -> bool {
+    // SAFETY: plain read of a backend global.
+    unsafe { pg_sys::XactIsoLevel == XACT_SERIALIZABLE }
+}
+
+/// SERIALIZABLE reads take a predicate lock on the whole relation
+/// (relation-level locks are anker's granularity).
+pub fn predicate_lock_relation(rel: pg_sys::Relation, snapshot: pg_sys::Snapshot) {
+    if serializable() && !snapshot.is_null() {
+        // SAFETY: valid relation and snapshot.
+        unsafe { guarded(|| PredicateLockRelation(rel, snapshot)) };
+    }
+}
+
+/// SERIALIZABLE writes check for rw-conflicts with readers of the relation.
+fn conflict_in(rel: pg_sys::Relation) {
+    if serializable() {
+        // SAFETY: valid relation; NULL tid means the whole relation.
+        unsafe { guarded(|| CheckForSerializableConflictIn(rel, std::ptr::null_mut(), pg_sys::InvalidBlockNumber)) };
+    }
+}
+
+/// SERIALIZABLE reads report rw-conflicts with concurrent writers of the
+/// row they looked at (as heap's `HeapCheckForSerializableConflictOut`):
+/// the creator of an invisible row, or the deleter of a visible one.
+pub fn conflict_out(rel: pg_sys::Relation, h: &RowHeader, visible: bool, snapshot: pg_sys::Snapshot) {
+    let mut hints = 0;
+    let xid = if !visible {
+        match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut hints) {
+            XidState::Aborted | XidState::Current => return,
+            _ => h.xmin,
+        }
+    } else if h.xmax != 0 {
+        match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, &mut hints) {
+            XidState::Aborted | XidState::Current => return,
+            _ => h.xmax,
+        }
+    } else {
+        return;
+    };
+    // SAFETY: plain transaction-state lookups.
+    unsafe {
+        if pg_sys::TransactionIdPrecedes(xid.into(), pg_sys::TransactionXmin) {
+            return;
+        }
+        let top = pg_sys::SubTransGetTopmostTransaction(xid.into());
+        if top == pg_sys::GetTopTransactionIdIfAny() {
+            return;
+        }
+        guarded(|| CheckForSerializableConflictOut(rel, top, snapshot));
+    }
+}
+
+// ---- inserts ----------------------------------------------------------------
 
 /// Insert `slots` as new rows created by the current command.
-unsafe fn insert_slots(rel: pg_sys::Relation, slots: &[*mut pg_sys::TupleTableSlot], cid: pg_sys::CommandId) {
+unsafe fn insert_slots(
+    rel: pg_sys::Relation,
+    slots: &[*mut pg_sys::TupleTableSlot],
+    cid: pg_sys::CommandId,
+    flags: u32,
+    token: u32,
+) {
     let arena = shmem::arena();
     let table = table_of(rel);
+    conflict_in(rel);
     let desc = (*rel).rd_att;
     let natts = (*desc).natts as usize;
     let xid: u32 = pg_sys::GetCurrentTransactionId().into();
@@ -31,14 +127,15 @@ unsafe fn insert_slots(rel: pg_sys::Relation, slots: &[*mut pg_sys::TupleTableSl
     for (k, r) in rows.iter().enumerate() {
         if let Err(e) = table.prepare_blobs(arena, r, &mut blobs) {
             table.discard_blobs(arena, &blobs[..k * natts]);
-            crate::error::out_of_memory(e);
+            out_of_memory(e);
         }
     }
     let row_refs: Vec<&[_]> = rows.iter().map(|r| r.as_slice()).collect();
-    let first = table.insert_rows(arena, &row_refs, &blobs, xid, cid, 0, 0).or_raise();
+    let mut ids = Vec::with_capacity(slots.len());
+    table.insert_rows(arena, &row_refs, &blobs, xid, cid, flags, token, &mut ids).or_raise();
     for (k, &slot) in slots.iter().enumerate() {
         (*slot).tts_tableOid = (*rel).rd_id;
-        row_to_tid(first + k as u64, &mut (*slot).tts_tid);
+        row_to_tid(ids[k], &mut (*slot).tts_tid);
     }
     pg_sys::pgstat_count_heap_insert(rel, slots.len() as i64);
 }
@@ -51,7 +148,7 @@ pub unsafe extern "C-unwind" fn tuple_insert(
     _options: std::ffi::c_int,
     _bistate: *mut pg_sys::BulkInsertStateData,
 ) {
-    insert_slots(rel, &[slot], cid);
+    insert_slots(rel, &[slot], cid, 0, 0);
 }
 
 #[pg_guard]
@@ -63,75 +160,498 @@ pub unsafe extern "C-unwind" fn multi_insert(
     _options: std::ffi::c_int,
     _bistate: *mut pg_sys::BulkInsertStateData,
 ) {
-    insert_slots(rel, std::slice::from_raw_parts(slots, nslots as usize), cid);
+    insert_slots(rel, std::slice::from_raw_parts(slots, nslots as usize), cid, 0, 0);
 }
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn finish_bulk_insert(_rel: pg_sys::Relation, _options: std::ffi::c_int) {}
 
+/// INSERT ... ON CONFLICT: the row carries the speculative-insertion token
+/// (reported to DIRTY snapshots, which wait on it) until completed.
 #[pg_guard]
 pub unsafe extern "C-unwind" fn tuple_insert_speculative(
-    _rel: pg_sys::Relation,
-    _slot: *mut pg_sys::TupleTableSlot,
-    _cid: pg_sys::CommandId,
+    rel: pg_sys::Relation,
+    slot: *mut pg_sys::TupleTableSlot,
+    cid: pg_sys::CommandId,
     _options: std::ffi::c_int,
     _bistate: *mut pg_sys::BulkInsertStateData,
-    _spec_token: u32,
+    spec_token: u32,
 ) {
-    not_supported("INSERT ... ON CONFLICT");
+    insert_slots(rel, &[slot], cid, flag::SPECULATIVE, spec_token);
 }
 
+/// Confirm a speculative insertion, or kill the row when a conflict was
+/// found after all: it becomes invisible to everyone at once, as if its
+/// insert had aborted.
 #[pg_guard]
 pub unsafe extern "C-unwind" fn tuple_complete_speculative(
-    _rel: pg_sys::Relation,
-    _slot: *mut pg_sys::TupleTableSlot,
+    rel: pg_sys::Relation,
+    slot: *mut pg_sys::TupleTableSlot,
     _spec_token: u32,
-    _succeeded: bool,
+    succeeded: bool,
 ) {
-    not_supported("INSERT ... ON CONFLICT");
+    let table = table_of(rel);
+    let arena = shmem::arena();
+    let row = tid_to_row(&(*slot).tts_tid).expect("speculative row has a TID");
+    let change = if succeeded {
+        RowChange { clear_flags: flag::SPECULATIVE, locker: Some(0), ..Default::default() }
+    } else {
+        RowChange { clear_flags: flag::SPECULATIVE | flag::XMIN_COMMITTED, set_flags: flag::XMIN_ABORTED, locker: Some(0), ..Default::default() }
+    };
+    loop {
+        let h = table.header(arena, row).expect("speculative row exists");
+        if table.modify_row(arena, row, &h, &change).or_raise() {
+            break;
+        }
+    }
 }
+
+// ---- conflicts ----------------------------------------------------------------
+
+/// Does a lock held in mode `held` conflict with a request for `want`?
+/// (heap's `tupleLockConflicts`, LockTupleMode numbering.)
+fn modes_conflict(held: u32, want: u32) -> bool {
+    const CONFLICTS: [u8; 4] = [
+        0b1000, // KEY SHARE conflicts with EXCLUSIVE
+        0b1100, // SHARE with NO KEY EXCLUSIVE, EXCLUSIVE
+        0b1110, // NO KEY EXCLUSIVE with SHARE, NO KEY EXCLUSIVE, EXCLUSIVE
+        0b1111, // EXCLUSIVE with everything
+    ];
+    CONFLICTS[held as usize & 3] & (1 << (want & 3)) != 0
+}
+
+/// Running lockers of the row, other than us, whose locks conflict with `mode`.
+unsafe fn conflicting_lockers(h: &RowHeader, mode: u32) -> Vec<u32> {
+    let mut out = vec![];
+    if h.locker == 0 || h.flags & flag::SPECULATIVE != 0 {
+        return out;
+    }
+    let mut consider = |xid: u32, held: u32| {
+        if modes_conflict(held, mode)
+            && !pg_sys::TransactionIdIsCurrentTransactionId(xid.into())
+            && pg_sys::TransactionIdIsInProgress(xid.into())
+        {
+            out.push(xid);
+        }
+    };
+    if h.flags & flag::LOCKER_MULTI != 0 {
+        for m in multi_members(h.locker) {
+            consider(m.xid.into(), status_mode(m.status));
+        }
+    } else {
+        consider(h.locker, (h.flags & flag::LOCK_MODE_MASK) >> flag::LOCK_MODE_SHIFT);
+    }
+    out
+}
+
+unsafe fn multi_members(multi: u32) -> Vec<pg_sys::MultiXactMember> {
+    let mut members: *mut pg_sys::MultiXactMember = std::ptr::null_mut();
+    let n = pg_sys::GetMultiXactIdMembers(multi.into(), &mut members, false, true);
+    if n <= 0 || members.is_null() {
+        return vec![];
+    }
+    let v = std::slice::from_raw_parts(members, n as usize).to_vec();
+    pg_sys::pfree(members as *mut std::ffi::c_void);
+    v
+}
+
+/// The lock mode of a (lock-only) multixact member status.
+fn status_mode(status: pg_sys::MultiXactStatus::Type) -> u32 {
+    match status {
+        0 => LockTupleKeyShare,
+        1 => LockTupleShare,
+        2 | 4 => LockTupleNoKeyExclusive,
+        _ => LockTupleExclusive,
+    }
+}
+
+/// The multixact status for a lock mode.
+fn mode_status(mode: u32) -> pg_sys::MultiXactStatus::Type {
+    mode // ForKeyShare..ForUpdate share LockTupleMode's numbering
+}
+
+/// What stands between us and changing (or locking) a row.
+enum Obstacle {
+    /// Nothing: go ahead.
+    None,
+    /// The row is not visible to this command.
+    Invisible,
+    /// Updated or deleted by this transaction's current (or a later) command.
+    SelfModified,
+    /// A running transaction modified or locked it: wait for these.
+    Running(Vec<u32>, pg_sys::XLTW_Oper::Type),
+    /// A committed transaction updated (or deleted) it.
+    Committed { deleted: bool },
+}
+
+unsafe fn obstacle(h: &RowHeader, cid: u32, mode: u32, oper: pg_sys::XLTW_Oper::Type) -> Obstacle {
+    let mut hints = 0;
+    match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut hints) {
+        XidState::Aborted | XidState::InProgress => return Obstacle::Invisible,
+        XidState::Current if h.cmin >= cid => return Obstacle::Invisible,
+        _ => {}
+    }
+    if h.xmax != 0 {
+        match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, &mut hints) {
+            XidState::Aborted => {}
+            XidState::Current => {
+                return if h.cmax >= cid { Obstacle::SelfModified } else { Obstacle::Invisible };
+            }
+            XidState::InProgress => return Obstacle::Running(vec![h.xmax], oper),
+            XidState::Committed => return Obstacle::Committed { deleted: h.flags & flag::UPDATED == 0 },
+        }
+    }
+    let lockers = conflicting_lockers(h, mode);
+    if lockers.is_empty() {
+        Obstacle::None
+    } else {
+        Obstacle::Running(lockers, oper)
+    }
+}
+
+/// Fill `tmfd` for a failed change of `row` whose header is `h`.
+unsafe fn fill_failure(tmfd: *mut pg_sys::TM_FailureData, row: u64, h: &RowHeader, self_modified: bool) {
+    let t = &mut *tmfd;
+    if h.flags & flag::MOVED != 0 {
+        // ItemPointerSetMovedPartitions: the executor reports the move.
+        t.ctid.ip_blkid.bi_hi = 0xffff;
+        t.ctid.ip_blkid.bi_lo = 0xffff;
+        t.ctid.ip_posid = 0xfffd;
+    } else if h.flags & flag::UPDATED != 0 && h.next != u64::MAX {
+        row_to_tid(h.next, &mut t.ctid);
+    } else {
+        row_to_tid(row, &mut t.ctid);
+    }
+    t.xmax = h.xmax.into();
+    t.cmax = if self_modified { h.cmax } else { pg_sys::InvalidCommandId };
+    t.traversed = false;
+}
+
+unsafe fn wait_for(xids: &[u32], rel: pg_sys::Relation, row: u64, oper: pg_sys::XLTW_Oper::Type) {
+    let mut tid = pg_sys::ItemPointerData::default();
+    row_to_tid(row, &mut tid);
+    for &x in xids {
+        pg_sys::XactLockTableWait(x.into(), rel, &mut tid, oper);
+    }
+}
+
+unsafe fn invisible(what: &str) -> ! {
+    ereport!(ERROR, PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("attempted to {what} invisible tuple"));
+}
+
+/// The locker word and flags after clearing all lockers.
+fn no_lockers() -> (Option<u32>, u32) {
+    (Some(0), flag::LOCKER_MULTI | flag::LOCK_MODE_MASK)
+}
+
+/// Read the header of `row` or fail loudly: executor TIDs always name rows.
+unsafe fn header_of(table: &Table, row: u64, what: &str) -> RowHeader {
+    match table.header(shmem::arena(), row) {
+        Some(h) => h,
+        None => invisible(what),
+    }
+}
+
+// ---- DELETE -------------------------------------------------------------------
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn tuple_delete(
-    _rel: pg_sys::Relation,
-    _tid: pg_sys::ItemPointer,
-    _cid: pg_sys::CommandId,
+    rel: pg_sys::Relation,
+    tid: pg_sys::ItemPointer,
+    cid: pg_sys::CommandId,
     _snapshot: pg_sys::Snapshot,
-    _crosscheck: pg_sys::Snapshot,
-    _wait: bool,
-    _tmfd: *mut pg_sys::TM_FailureData,
-    _changing_part: bool,
+    crosscheck: pg_sys::Snapshot,
+    wait: bool,
+    tmfd: *mut pg_sys::TM_FailureData,
+    changing_part: bool,
 ) -> pg_sys::TM_Result::Type {
-    not_supported("DELETE");
+    let arena = shmem::arena();
+    let table = table_of(rel);
+    let row = tid_to_row(tid).unwrap_or(u64::MAX);
+    conflict_in(rel);
+    let xid: u32 = pg_sys::GetCurrentTransactionId().into();
+    loop {
+        let h = header_of(table, row, "delete");
+        match obstacle(&h, cid, LockTupleExclusive, pg_sys::XLTW_Oper::XLTW_Delete) {
+            Obstacle::Invisible => invisible("delete"),
+            Obstacle::SelfModified => {
+                fill_failure(tmfd, row, &h, true);
+                return TM_SelfModified;
+            }
+            Obstacle::Running(xids, oper) => {
+                if !wait {
+                    fill_failure(tmfd, row, &h, false);
+                    return TM_BeingModified;
+                }
+                wait_for(&xids, rel, row, oper);
+                continue;
+            }
+            Obstacle::Committed { deleted } => {
+                fill_failure(tmfd, row, &h, false);
+                return if deleted { TM_Deleted } else { TM_Updated };
+            }
+            Obstacle::None => {}
+        }
+        if !crosscheck.is_null() && !Visibility::new(crosscheck).visible(&h, &mut 0) {
+            fill_failure(tmfd, row, &h, false);
+            return TM_Updated;
+        }
+        let (locker, clear) = no_lockers();
+        let change = RowChange {
+            xmax: Some((xid, cid)),
+            set_flags: if changing_part { flag::MOVED } else { 0 },
+            clear_flags: clear | flag::UPDATED,
+            locker,
+            ..Default::default()
+        };
+        if table.modify_row(arena, row, &h, &change).or_raise() {
+            pg_sys::pgstat_count_heap_delete(rel);
+            return TM_Ok;
+        }
+    }
+}
+
+// ---- UPDATE -------------------------------------------------------------------
+
+/// Which attributes (1-based) does the update change, among those in
+/// `attrs`? Compares stored bytes, which are canonical for equal datums.
+unsafe fn changes_any(table: &Table, row: u64, new: &[Value], attrs: *mut pg_sys::Bitmapset) -> bool {
+    let arena = shmem::arena();
+    let offset = pg_sys::FirstLowInvalidHeapAttributeNumber;
+    let mut m = -1;
+    loop {
+        m = pg_sys::bms_next_member(attrs, m);
+        if m < 0 {
+            return false;
+        }
+        let attno = m + offset;
+        if attno <= 0 {
+            continue; // system attributes never change
+        }
+        let i = attno as usize - 1;
+        if i >= new.len() || i >= table.ncols() {
+            return true;
+        }
+        let width = 1usize << table.column(arena, i).width_shift;
+        let same = match (table.value(arena, i, row), new[i]) {
+            (ValueRef::Null, Value::Null) => true,
+            (ValueRef::Fixed(p), Value::Fixed(b)) => {
+                let stored = std::slice::from_raw_parts(p, width);
+                stored[..b.len()] == *b && stored[b.len()..].iter().all(|&x| x == 0)
+            }
+            (ValueRef::Inline(p), Value::Inline(b)) => {
+                let stored = std::slice::from_raw_parts(p, anker_engine::table::VAR_SLOT);
+                stored[..b.len()] == *b && stored[b.len()..].iter().all(|&x| x == 0)
+            }
+            (ValueRef::Blob(p, n), Value::Blob(b)) => std::slice::from_raw_parts(p, n as usize) == b,
+            _ => false,
+        };
+        if !same {
+            return true;
+        }
+    }
 }
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn tuple_update(
-    _rel: pg_sys::Relation,
-    _otid: pg_sys::ItemPointer,
-    _slot: *mut pg_sys::TupleTableSlot,
-    _cid: pg_sys::CommandId,
+    rel: pg_sys::Relation,
+    otid: pg_sys::ItemPointer,
+    slot: *mut pg_sys::TupleTableSlot,
+    cid: pg_sys::CommandId,
     _snapshot: pg_sys::Snapshot,
-    _crosscheck: pg_sys::Snapshot,
-    _wait: bool,
-    _tmfd: *mut pg_sys::TM_FailureData,
-    _lockmode: *mut pg_sys::LockTupleMode::Type,
-    _update_indexes: *mut bool,
+    crosscheck: pg_sys::Snapshot,
+    wait: bool,
+    tmfd: *mut pg_sys::TM_FailureData,
+    lockmode: *mut pg_sys::LockTupleMode::Type,
+    update_indexes: *mut bool,
 ) -> pg_sys::TM_Result::Type {
-    not_supported("UPDATE");
+    let arena = shmem::arena();
+    let table = table_of(rel);
+    let row = tid_to_row(otid).unwrap_or(u64::MAX);
+    conflict_in(rel);
+    let xid: u32 = pg_sys::GetCurrentTransactionId().into();
+    let desc = (*rel).rd_att;
+    let natts = (*desc).natts as usize;
+    pg_sys::slot_getallattrs(slot);
+    let mut enc = Encoder::default();
+    enc.encode(
+        desc,
+        std::slice::from_raw_parts((*slot).tts_values, natts),
+        std::slice::from_raw_parts((*slot).tts_isnull, natts),
+    );
+    let new_values = enc.values();
+    // An update that changes a key column (of a unique index usable by
+    // foreign keys) locks like DELETE; others let KEY SHARE lockers be.
+    let key_attrs = pg_sys::RelationGetIndexAttrBitmap(rel, pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_KEY);
+    let mode = if changes_any(table, row, &new_values, key_attrs) { LockTupleExclusive } else { LockTupleNoKeyExclusive };
+    *lockmode = mode;
+    // Claim the old row.
+    loop {
+        let h = header_of(table, row, "update");
+        match obstacle(&h, cid, mode, pg_sys::XLTW_Oper::XLTW_Update) {
+            Obstacle::Invisible => invisible("update"),
+            Obstacle::SelfModified => {
+                fill_failure(tmfd, row, &h, true);
+                return TM_SelfModified;
+            }
+            Obstacle::Running(xids, oper) => {
+                if !wait {
+                    fill_failure(tmfd, row, &h, false);
+                    return TM_BeingModified;
+                }
+                wait_for(&xids, rel, row, oper);
+                continue;
+            }
+            Obstacle::Committed { deleted } => {
+                fill_failure(tmfd, row, &h, false);
+                return if deleted { TM_Deleted } else { TM_Updated };
+            }
+            Obstacle::None => {}
+        }
+        if !crosscheck.is_null() && !Visibility::new(crosscheck).visible(&h, &mut 0) {
+            fill_failure(tmfd, row, &h, false);
+            return TM_Updated;
+        }
+        // Lockers that do not conflict (KEY SHARE under a non-key update)
+        // stay; conflicting ones have finished.
+        let change = RowChange { xmax: Some((xid, cid)), clear_flags: flag::UPDATED | flag::MOVED, ..Default::default() };
+        if table.modify_row(arena, row, &h, &change).or_raise() {
+            break;
+        }
+    }
+    // Write the new version, then link the old row to it. Should this fail
+    // (out of memory), the transaction aborts and our xmax is ignored.
+    let mut blobs = vec![];
+    table.prepare_blobs(arena, &new_values, &mut blobs).or_raise();
+    let mut ids = Vec::with_capacity(1);
+    table.insert_rows(arena, &[&new_values], &blobs, xid, cid, 0, 0, &mut ids).or_raise();
+    let new_row = ids[0];
+    loop {
+        let h = header_of(table, row, "update");
+        let change = RowChange { next: Some(new_row), set_flags: flag::UPDATED, ..Default::default() };
+        if table.modify_row(arena, row, &h, &change).or_raise() {
+            break;
+        }
+    }
+    (*slot).tts_tableOid = (*rel).rd_id;
+    row_to_tid(new_row, &mut (*slot).tts_tid);
+    *update_indexes = true;
+    pg_sys::pgstat_count_heap_update(rel, false);
+    TM_Ok
+}
+
+// ---- row locks ------------------------------------------------------------------
+
+/// The new locker word (and flag bits) after adding our lock in `mode`, or
+/// None when we already hold a lock at least that strong.
+unsafe fn add_lock(h: &RowHeader, mode: u32) -> Option<(u32, u32, u32)> {
+    let me: u32 = pg_sys::GetCurrentTransactionId().into();
+    let single = |m: u32| (me, m << flag::LOCK_MODE_SHIFT, flag::LOCKER_MULTI | flag::LOCK_MODE_MASK);
+    if h.locker == 0 {
+        return Some(single(mode));
+    }
+    if h.flags & flag::LOCKER_MULTI == 0 {
+        let held = (h.flags & flag::LOCK_MODE_MASK) >> flag::LOCK_MODE_SHIFT;
+        let holder = h.locker;
+        if holder == me {
+            return if held >= mode { None } else { Some(single(mode)) };
+        }
+        if pg_sys::TransactionIdIsCurrentTransactionId(holder.into()) && held >= mode {
+            return None; // a parent (sub)transaction of ours holds it
+        }
+        if !pg_sys::TransactionIdIsInProgress(holder.into()) {
+            return Some(single(mode));
+        }
+        pg_sys::MultiXactIdSetOldestMember();
+        let multi = pg_sys::MultiXactIdCreate(holder.into(), mode_status(held), me.into(), mode_status(mode));
+        return Some((multi.into(), flag::LOCKER_MULTI, flag::LOCK_MODE_MASK));
+    }
+    let members = multi_members(h.locker);
+    if members.iter().any(|m| {
+        pg_sys::TransactionIdIsCurrentTransactionId(m.xid) && status_mode(m.status) >= mode
+    }) {
+        return None;
+    }
+    if !members.iter().any(|m| pg_sys::TransactionIdIsInProgress(m.xid)) {
+        return Some(single(mode));
+    }
+    pg_sys::MultiXactIdSetOldestMember();
+    let multi = pg_sys::MultiXactIdExpand(h.locker.into(), me.into(), mode_status(mode));
+    Some((multi.into(), flag::LOCKER_MULTI, flag::LOCK_MODE_MASK))
 }
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn tuple_lock(
-    _rel: pg_sys::Relation,
-    _tid: pg_sys::ItemPointer,
+    rel: pg_sys::Relation,
+    tid: pg_sys::ItemPointer,
     _snapshot: pg_sys::Snapshot,
-    _slot: *mut pg_sys::TupleTableSlot,
-    _cid: pg_sys::CommandId,
-    _mode: pg_sys::LockTupleMode::Type,
-    _wait_policy: pg_sys::LockWaitPolicy::Type,
-    _flags: u8,
-    _tmfd: *mut pg_sys::TM_FailureData,
+    slot: *mut pg_sys::TupleTableSlot,
+    cid: pg_sys::CommandId,
+    mode: pg_sys::LockTupleMode::Type,
+    wait_policy: pg_sys::LockWaitPolicy::Type,
+    flags: u8,
+    tmfd: *mut pg_sys::TM_FailureData,
 ) -> pg_sys::TM_Result::Type {
-    not_supported("row locking (SELECT ... FOR UPDATE/SHARE)");
+    let arena = shmem::arena();
+    let table = table_of(rel);
+    let follow = flags as u32 & pg_sys::TUPLE_LOCK_FLAG_FIND_LAST_VERSION != 0;
+    let mut row = tid_to_row(tid).unwrap_or(u64::MAX);
+    let mut traversed = false;
+    loop {
+        let h = header_of(table, row, "lock");
+        match obstacle(&h, cid, mode, pg_sys::XLTW_Oper::XLTW_Lock) {
+            Obstacle::Invisible => invisible("lock"),
+            Obstacle::SelfModified => {
+                fill_failure(tmfd, row, &h, true);
+                (*tmfd).traversed = traversed;
+                return TM_SelfModified;
+            }
+            Obstacle::Running(xids, oper) => {
+                match wait_policy {
+                    pg_sys::LockWaitPolicy::LockWaitSkip => {
+                        fill_failure(tmfd, row, &h, false);
+                        return TM_WouldBlock;
+                    }
+                    pg_sys::LockWaitPolicy::LockWaitError => {
+                        let name = std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()).to_string_lossy();
+                        ereport!(
+                            ERROR,
+                            PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
+                            format!("could not obtain lock on row in relation \"{name}\"")
+                        );
+                    }
+                    _ => wait_for(&xids, rel, row, oper),
+                }
+                continue;
+            }
+            Obstacle::Committed { deleted } => {
+                if follow && !deleted && h.flags & flag::MOVED == 0 && h.next < table.nrows() {
+                    row = h.next;
+                    traversed = true;
+                    continue;
+                }
+                fill_failure(tmfd, row, &h, false);
+                (*tmfd).traversed = traversed;
+                return if deleted { TM_Deleted } else { TM_Updated };
+            }
+            Obstacle::None => {}
+        }
+        if let Some((locker, set, clear)) = add_lock(&h, mode) {
+            let change = RowChange { locker: Some(locker), set_flags: set, clear_flags: clear & !set, ..Default::default() };
+            if !table.modify_row(arena, row, &h, &change).or_raise() {
+                continue;
+            }
+        }
+        break;
+    }
+    // Like heap, report the version we locked through `tid`: the executor
+    // retries its UPDATE or DELETE there.
+    if traversed {
+        row_to_tid(row, &mut *tid);
+    }
+    // Hand back the locked row, whatever the snapshot says.
+    let any = &raw mut pg_sys::SnapshotAnyData;
+    super::scan::fetch_into(rel, table, row, &Visibility::new(any), slot);
+    (*tmfd).traversed = traversed;
+    TM_Ok
 }

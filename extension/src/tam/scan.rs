@@ -95,12 +95,15 @@ impl Reader {
             let mut hints = 0;
             let visible = vis.visible(&h, &mut hints);
             if hints != 0 {
-                table.set_hint(arena, row, hints);
+                table.set_hint(arena, row, &h, hints);
+            }
+            if vis.serializable {
+                super::modify::conflict_out(rel, &h, visible, vis.snapshot());
             }
             if !visible {
                 return false;
             }
-            self.fill(rel, table, row, slot);
+            self.fill(rel, table, row, slot, Some(&h));
             let cols = std::slice::from_raw_parts_mut(self.cols, self.natts);
             if table.cursor_unchanged(arena, &mut self.cur, cols, row, &h) {
                 return true;
@@ -113,7 +116,14 @@ impl Reader {
     ///
     /// # Safety
     /// As for [`read`](Self::read).
-    pub unsafe fn fill(&mut self, rel: pg_sys::Relation, table: &Table, row: u64, slot: *mut pg_sys::TupleTableSlot) {
+    pub unsafe fn fill(
+        &mut self,
+        rel: pg_sys::Relation,
+        table: &Table,
+        row: u64,
+        slot: *mut pg_sys::TupleTableSlot,
+        h: Option<&RowHeader>,
+    ) {
         let arena = shmem::arena();
         clear_slot(slot);
         let atts = datum::attrs((*slot).tts_tupleDescriptor);
@@ -139,6 +149,7 @@ impl Reader {
             }
         }
         store_slot(slot, atts.len());
+        super::slot::set_stamps(slot, h);
         row_to_tid(row, &mut (*slot).tts_tid);
         (*slot).tts_tableOid = (*rel).rd_id;
     }
@@ -149,7 +160,7 @@ impl Reader {
 #[inline]
 unsafe fn clear_slot(slot: *mut pg_sys::TupleTableSlot) {
     if (*slot).tts_flags & pg_sys::TTS_FLAG_SHOULDFREE as u16 != 0
-        || !std::ptr::eq((*slot).tts_ops, &raw const pg_sys::TTSOpsVirtual)
+        || !super::slot::is_ours(slot)
     {
         pg_sys::ExecClearTuple(slot);
         return;
@@ -161,7 +172,7 @@ unsafe fn clear_slot(slot: *mut pg_sys::TupleTableSlot) {
 /// `ExecStoreVirtualTuple` after [`clear_slot`] and filling the arrays.
 #[inline]
 unsafe fn store_slot(slot: *mut pg_sys::TupleTableSlot, natts: usize) {
-    if !std::ptr::eq((*slot).tts_ops, &raw const pg_sys::TTSOpsVirtual) {
+    if !super::slot::is_ours(slot) {
         pg_sys::ExecStoreVirtualTuple(slot);
         return;
     }
@@ -229,6 +240,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
     }
     let table = table_of(rel);
     let nrows = if pscan.is_null() { table.nrows() } else { (*(pscan as *mut ParallelScan)).nrows };
+    super::modify::predicate_lock_relation(rel, snapshot);
     let d = pg_sys::palloc0(std::mem::size_of::<ScanDesc>()) as *mut ScanDesc;
     std::ptr::write(
         d,
@@ -443,6 +455,7 @@ pub unsafe extern "C-unwind" fn tuple_fetch_row_version(
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
     let table = table_of(rel);
+    super::modify::predicate_lock_relation(rel, snapshot);
     let Some(row) = tid_to_row(tid) else { return false };
     if row >= table.nrows() {
         return false;
@@ -655,7 +668,7 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
         match analyze_class(&h) {
             RowClass::Live => {
                 *liverows += 1.0;
-                d.reader.fill(d.base.rs_rd, table, row, slot);
+                d.reader.fill(d.base.rs_rd, table, row, slot, Some(&h));
                 if table.row_unchanged(arena, row, &h) {
                     return true;
                 }

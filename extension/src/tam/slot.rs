@@ -1,0 +1,128 @@
+//! anker's tuple slot: a virtual slot that also knows the row's
+//! transaction stamps, so `xmin`, `xmax`, `cmin` and `cmax` can be read as
+//! system columns (foreign-key triggers read `xmin`, and users may too).
+//!
+//! The operations are PostgreSQL's virtual-slot operations with a larger
+//! slot and our own `getsysattr`, `init` and `clear`.
+
+use anker_engine::table::RowHeader;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+
+/// The slot; `base` must come first (it is a virtual slot).
+#[repr(C)]
+pub struct AnkerSlot {
+    base: pg_sys::VirtualTupleTableSlot,
+    /// Stamps of the stored row; `valid` is false for rows built elsewhere.
+    valid: bool,
+    xmin: u32,
+    xmax: u32,
+    cmin: u32,
+    cmax: u32,
+}
+
+static mut OPS: pg_sys::TupleTableSlotOps = pg_sys::TupleTableSlotOps {
+    base_slot_size: 0,
+    init: None,
+    release: None,
+    clear: None,
+    getsomeattrs: None,
+    getsysattr: None,
+    materialize: None,
+    copyslot: None,
+    get_heap_tuple: None,
+    get_minimal_tuple: None,
+    copy_heap_tuple: None,
+    copy_minimal_tuple: None,
+};
+
+/// Build the operations from PostgreSQL's virtual ones (in `_PG_init`).
+pub fn init_ops() {
+    // SAFETY: single-threaded postmaster start-up; TTSOpsVirtual is a
+    // constant of the server.
+    unsafe {
+        OPS = pg_sys::TTSOpsVirtual;
+        OPS.base_slot_size = std::mem::size_of::<AnkerSlot>();
+        OPS.init = Some(slot_init);
+        OPS.clear = Some(slot_clear);
+        OPS.getsysattr = Some(slot_getsysattr);
+    }
+}
+
+pub fn ops() -> *const pg_sys::TupleTableSlotOps {
+    &raw const OPS
+}
+
+#[inline]
+pub fn is_ours(slot: *mut pg_sys::TupleTableSlot) -> bool {
+    // SAFETY: slot is a valid slot.
+    unsafe { std::ptr::eq((*slot).tts_ops, &raw const OPS) }
+}
+
+/// Record the stamps of the row stored in `slot` (if it is ours).
+#[inline]
+pub fn set_stamps(slot: *mut pg_sys::TupleTableSlot, h: Option<&RowHeader>) {
+    if !is_ours(slot) {
+        return;
+    }
+    // SAFETY: our ops allocate AnkerSlot-sized slots.
+    let s = unsafe { &mut *(slot as *mut AnkerSlot) };
+    match h {
+        Some(h) => {
+            s.valid = true;
+            s.xmin = h.xmin;
+            s.xmax = h.xmax;
+            s.cmin = h.cmin;
+            s.cmax = h.cmax;
+        }
+        None => s.valid = false,
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn slot_init(slot: *mut pg_sys::TupleTableSlot) {
+    if let Some(init) = pg_sys::TTSOpsVirtual.init {
+        init(slot);
+    }
+    (*(slot as *mut AnkerSlot)).valid = false;
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn slot_clear(slot: *mut pg_sys::TupleTableSlot) {
+    if let Some(clear) = pg_sys::TTSOpsVirtual.clear {
+        clear(slot);
+    }
+    (*(slot as *mut AnkerSlot)).valid = false;
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn slot_getsysattr(
+    slot: *mut pg_sys::TupleTableSlot,
+    attnum: std::ffi::c_int,
+    isnull: *mut bool,
+) -> pg_sys::Datum {
+    let s = &*(slot as *mut AnkerSlot);
+    if !s.valid {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            "cannot retrieve a system column in this context"
+        );
+    }
+    *isnull = false;
+    let v = match attnum {
+        pg_sys::MinTransactionIdAttributeNumber => s.xmin,
+        pg_sys::MaxTransactionIdAttributeNumber => s.xmax,
+        pg_sys::MinCommandIdAttributeNumber => s.cmin,
+        pg_sys::MaxCommandIdAttributeNumber => s.cmax,
+        _ => {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!("anker tables have no system column number {attnum}")
+            );
+        }
+    };
+    pg_sys::Datum::from(v as usize)
+}

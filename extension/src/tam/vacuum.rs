@@ -1,0 +1,321 @@
+//! VACUUM, VACUUM FULL / CLUSTER and ALTER TABLE ... SET TABLESPACE.
+//!
+//! VACUUM makes one pass over the rows: rows whose insert aborted, and rows
+//! deleted (or moved to a new row id by an UPDATE) by a transaction that
+//! committed before every running snapshot, are dead. Their index entries
+//! are removed first (`index_bulk_delete`), then their memory: blobs are
+//! freed, the rows become vacant and reusable, and pages holding only vacant
+//! rows go back to the arena. Live rows get their creator frozen once it is
+//! older than the freeze limit, and finished row lockers are cleared, so
+//! `relfrozenxid` and `relminmxid` can advance.
+//!
+//! VACUUM FULL and CLUSTER copy every row some snapshot may still see into
+//! the new storage, in index order for CLUSTER, keeping creator and deleter
+//! stamps and remapping successor links.
+
+use super::{blocks_for_rows, tid_to_row};
+use crate::error::OrRaise;
+use crate::shmem;
+use crate::storage::{self, table_of};
+use crate::visibility::{xid_state, XidState, FROZEN_XID, FIRST_NORMAL_XID};
+use anker_engine::table::{flag, RowChange, RowHeader, Table};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::collections::HashMap;
+
+/// What VACUUM may do with a row.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Fate {
+    /// No snapshot can see it: reclaim.
+    Dead,
+    /// Deleted, but some snapshot may still see it.
+    RecentlyDead,
+    Live,
+    /// Being inserted or deleted by a running transaction.
+    InProgress,
+}
+
+/// Classify a row against `oldest_xmin` (as heap's `HeapTupleSatisfiesVacuum`).
+pub fn fate(h: &RowHeader, oldest_xmin: u32) -> Fate {
+    let mut hints = 0;
+    match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut hints) {
+        XidState::Aborted => return Fate::Dead,
+        XidState::InProgress | XidState::Current => return Fate::InProgress,
+        XidState::Committed => {}
+    }
+    if h.xmax == 0 {
+        return Fate::Live;
+    }
+    match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, &mut hints) {
+        XidState::Aborted => Fate::Live,
+        XidState::InProgress | XidState::Current => Fate::InProgress,
+        XidState::Committed => {
+            // SAFETY: plain xid comparison.
+            if unsafe { pg_sys::TransactionIdPrecedes(h.xmax.into(), oldest_xmin.into()) } {
+                Fate::Dead
+            } else {
+                Fate::RecentlyDead
+            }
+        }
+    }
+}
+
+fn precedes(a: u32, b: u32) -> bool {
+    // SAFETY: plain xid comparison.
+    unsafe { pg_sys::TransactionIdPrecedes(a.into(), b.into()) }
+}
+
+/// Is the row's locker (an xid or a multixact) finished?
+unsafe fn locker_finished(h: &RowHeader) -> bool {
+    if h.locker == 0 || h.flags & flag::SPECULATIVE != 0 {
+        return false;
+    }
+    if h.flags & flag::LOCKER_MULTI != 0 {
+        !pg_sys::MultiXactIdIsRunning(h.locker.into(), true)
+    } else {
+        !pg_sys::TransactionIdIsInProgress(h.locker.into()) && !pg_sys::TransactionIdIsCurrentTransactionId(h.locker.into())
+    }
+}
+
+/// `IndexBulkDeleteCallback`: is this TID among the dead rows (sorted)?
+#[pg_guard]
+unsafe extern "C-unwind" fn tid_is_dead(tid: pg_sys::ItemPointer, state: *mut std::ffi::c_void) -> bool {
+    let dead = &*(state as *const Vec<u64>);
+    matches!(tid_to_row(tid), Some(r) if dead.binary_search(&r).is_ok())
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn relation_vacuum(
+    rel: pg_sys::Relation,
+    params: *mut pg_sys::VacuumParams,
+    bstrategy: pg_sys::BufferAccessStrategy,
+) {
+    let arena = shmem::arena();
+    let table = table_of(rel);
+    let p = &*params;
+    let (mut oldest_xmin, mut oldest_mxact, mut freeze_limit, mut multi_cutoff) =
+        (pg_sys::TransactionId::from(0), pg_sys::MultiXactId::from(0), pg_sys::TransactionId::from(0), pg_sys::MultiXactId::from(0));
+    pg_sys::vacuum_set_xid_limits(
+        rel,
+        p.freeze_min_age,
+        p.freeze_table_age,
+        p.multixact_freeze_min_age,
+        p.multixact_freeze_table_age,
+        &mut oldest_xmin,
+        &mut oldest_mxact,
+        &mut freeze_limit,
+        &mut multi_cutoff,
+    );
+    let (oldest_xmin, freeze_limit): (u32, u32) = (oldest_xmin.into(), freeze_limit.into());
+
+    // Pass 1: classify rows, freeze old creators, clear finished lockers.
+    let nrows = table.nrows();
+    let mut dead: Vec<u64> = vec![];
+    let (mut live, mut recently_dead) = (0f64, 0f64);
+    // The oldest xid left in the table bounds relfrozenxid.
+    let mut oldest_left = oldest_xmin;
+    for row in 0..nrows {
+        if row % 4096 == 0 {
+            pg_sys::vacuum_delay_point();
+        }
+        let Some(h) = table.header(arena, row) else { continue };
+        let f = fate(&h, oldest_xmin);
+        match f {
+            Fate::Dead => {
+                dead.push(row);
+                continue;
+            }
+            Fate::RecentlyDead => recently_dead += 1.0,
+            Fate::Live | Fate::InProgress => live += 1.0,
+        }
+        let mut change = RowChange::default();
+        let mut changed = false;
+        if f == Fate::Live && h.xmin >= FIRST_NORMAL_XID && precedes(h.xmin, freeze_limit) {
+            change.xmin = Some(FROZEN_XID);
+            change.set_flags |= flag::XMIN_COMMITTED;
+            changed = true;
+        }
+        if locker_finished(&h) {
+            change.locker = Some(0);
+            change.clear_flags |= flag::LOCKER_MULTI | flag::LOCK_MODE_MASK;
+            changed = true;
+        }
+        if changed {
+            // A concurrent writer may win; the row is then simply left as is.
+            let _ = table.modify_row(arena, row, &h, &change).or_raise();
+        }
+        for xid in [if change.xmin.is_some() { 0 } else { h.xmin }, h.xmax] {
+            if xid >= FIRST_NORMAL_XID && precedes(xid, oldest_left) {
+                oldest_left = xid;
+            }
+        }
+        if h.locker != 0 && h.flags & (flag::LOCKER_MULTI | flag::SPECULATIVE) == 0 && change.locker.is_none() {
+            if h.locker >= FIRST_NORMAL_XID && precedes(h.locker, oldest_left) {
+                oldest_left = h.locker;
+            }
+        }
+    }
+
+    // Pass 2: index entries of dead rows, then the rows themselves.
+    let mut nindexes: std::ffi::c_int = 0;
+    let mut irels: *mut pg_sys::Relation = std::ptr::null_mut();
+    pg_sys::vac_open_indexes(rel, pg_sys::RowExclusiveLock as i32, &mut nindexes, &mut irels);
+    let indexes: &[pg_sys::Relation] = if nindexes > 0 { std::slice::from_raw_parts(irels, nindexes as usize) } else { &[] };
+    let mut stats: Vec<*mut pg_sys::IndexBulkDeleteResult> = vec![std::ptr::null_mut(); indexes.len()];
+    let info = |index: pg_sys::Relation| pg_sys::IndexVacuumInfo {
+        index,
+        analyze_only: false,
+        report_progress: false,
+        estimated_count: false,
+        message_level: pg_sys::DEBUG2 as i32,
+        num_heap_tuples: live + recently_dead,
+        strategy: bstrategy,
+    };
+    if !dead.is_empty() {
+        for (i, &ind) in indexes.iter().enumerate() {
+            let mut ivinfo = info(ind);
+            stats[i] = pg_sys::index_bulk_delete(&mut ivinfo, stats[i], Some(tid_is_dead), &dead as *const Vec<u64> as *mut _);
+        }
+        table.vacate_rows(arena, &dead);
+    }
+    table.release_vacant_pages(arena);
+    table.reclaim_retired(arena, u32::MAX);
+    for (i, &ind) in indexes.iter().enumerate() {
+        let mut ivinfo = info(ind);
+        stats[i] = pg_sys::index_vacuum_cleanup(&mut ivinfo, stats[i]);
+        if !stats[i].is_null() && !(*stats[i]).estimated_count {
+            pg_sys::vac_update_relstats(
+                ind,
+                (*stats[i]).num_pages,
+                (*stats[i]).num_index_tuples,
+                0,
+                false,
+                pg_sys::InvalidTransactionId,
+                pg_sys::MultiXactId::from(0),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                false,
+            );
+        }
+    }
+    pg_sys::vac_close_indexes(nindexes, irels, pg_sys::NoLock as i32);
+
+    // Statistics and xid horizons in pg_class.
+    let blocks = blocks_for_rows(table.nrows()) as pg_sys::BlockNumber;
+    pg_sys::vac_update_relstats(
+        rel,
+        blocks,
+        live,
+        0,
+        nindexes > 0,
+        oldest_left.into(),
+        oldest_mxact,
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+        false,
+    );
+    pg_sys::pgstat_report_vacuum((*rel).rd_id, (*(*rel).rd_rel).relisshared, live as i64, recently_dead as i64);
+}
+
+/// Copy rows (`rows`, in order) of `src` into `dst`, keeping stamps and
+/// remapping successor links. Returns (live, recently dead, removed).
+pub unsafe fn copy_rows(
+    src: &Table,
+    dst: &Table,
+    rows: impl Iterator<Item = u64>,
+    oldest_xmin: Option<u32>,
+) -> (f64, f64, f64) {
+    let arena = shmem::arena();
+    let mut map: HashMap<u64, u64> = HashMap::new();
+    let mut successors: Vec<(u64, u64)> = vec![];
+    let (mut live, mut recent, mut removed) = (0f64, 0f64, 0f64);
+    for (n, row) in rows.enumerate() {
+        if n % 4096 == 0 {
+            pg_sys::check_for_interrupts!();
+        }
+        let Some(h) = src.header(arena, row) else { continue };
+        if let Some(ox) = oldest_xmin {
+            match fate(&h, ox) {
+                Fate::Dead => {
+                    removed += 1.0;
+                    continue;
+                }
+                Fate::RecentlyDead => recent += 1.0,
+                _ => live += 1.0,
+            }
+        } else {
+            live += 1.0;
+        }
+        let new = src.copy_row_to(arena, row, &h, dst).or_raise();
+        map.insert(row, new);
+        if h.flags & flag::UPDATED != 0 && h.next != u64::MAX {
+            successors.push((new, h.next));
+        }
+    }
+    for (new, old_next) in successors {
+        let h = dst.header(arena, new).expect("copied row");
+        let change = match map.get(&old_next) {
+            Some(&n) => RowChange { next: Some(n), ..Default::default() },
+            // The successor is gone, so nobody can follow the link.
+            None => RowChange { clear_flags: flag::UPDATED, ..Default::default() },
+        };
+        dst.modify_row(arena, new, &h, &change).or_raise();
+    }
+    (live, recent, removed)
+}
+
+#[pg_guard]
+pub unsafe extern "C-unwind" fn relation_copy_for_cluster(
+    old_table: pg_sys::Relation,
+    new_table: pg_sys::Relation,
+    old_index: pg_sys::Relation,
+    _use_sort: bool,
+    oldest_xmin: pg_sys::TransactionId,
+    _xid_cutoff: *mut pg_sys::TransactionId,
+    _multi_cutoff: *mut pg_sys::MultiXactId,
+    num_tuples: *mut f64,
+    tups_vacuumed: *mut f64,
+    tups_recently_dead: *mut f64,
+) {
+    let src = table_of(old_table);
+    let dst = table_of(new_table);
+    let mut order: Vec<u64> = vec![];
+    if !old_index.is_null() {
+        // CLUSTER: the index's order (sorting would give the same).
+        let scan = pg_sys::index_beginscan(old_table, old_index, &raw mut pg_sys::SnapshotAnyData, 0, 0);
+        pg_sys::index_rescan(scan, std::ptr::null_mut(), 0, std::ptr::null_mut(), 0);
+        loop {
+            let tid = pg_sys::index_getnext_tid(scan, pg_sys::ScanDirection::ForwardScanDirection);
+            if tid.is_null() {
+                break;
+            }
+            if let Some(r) = tid_to_row(tid) {
+                order.push(r);
+            }
+        }
+        pg_sys::index_endscan(scan);
+        // Rows the index does not cover (none for a non-partial index) follow.
+        let mut seen = order.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        let rest: Vec<u64> = (0..src.nrows()).filter(|r| seen.binary_search(r).is_err()).collect();
+        order.extend(rest);
+    } else {
+        order.extend(0..src.nrows());
+    }
+    let (live, recent, removed) = copy_rows(src, dst, order.into_iter(), Some(oldest_xmin.into()));
+    *num_tuples = live + recent;
+    *tups_vacuumed = removed;
+    *tups_recently_dead = recent;
+}
+
+/// ALTER TABLE ... SET TABLESPACE: the storage key changes with the
+/// relfilenode, so copy every row to storage under the new key.
+#[pg_guard]
+pub unsafe extern "C-unwind" fn relation_copy_data(rel: pg_sys::Relation, newrnode: *const pg_sys::RelFileNode) {
+    pg_sys::RelationCreateStorage(*newrnode, (*(*rel).rd_rel).relpersistence, true);
+    let src = table_of(rel);
+    let dst = storage::create_new_storage(rel, &*newrnode);
+    copy_rows(src, dst, 0..src.nrows(), None);
+    pg_sys::RelationDropStorage(rel);
+}
