@@ -1,0 +1,149 @@
+# bench/lib/cluster.sh -- throwaway PostgreSQL 15 clusters for benchmarks, demos and tests.
+#
+# Source it from bash:   . bench/lib/cluster.sh
+#
+# Every cluster lives in its own `mktemp -d` directory (data dir, unix socket dir, server log),
+# listens on a unix socket only (listen_addresses = ''), and is owned by the `postgres` user when
+# the caller is root (PostgreSQL refuses to run as root). Nothing outside that directory is touched.
+#
+# Functions
+#   cluster_start [CONF_LINE ...]
+#       initdb + start a new cluster; each argument is appended verbatim to postgresql.conf
+#       (e.g. "shared_preload_libraries = 'anker'" "anker.snapshot_method = 'cow'").
+#       Sets and exports CLUSTER_DIR, CLUSTER_DATA, CLUSTER_SOCK, CLUSTER_PORT, CLUSTER_LOG.
+#       Returns non-zero (and prints the tail of the server log) if the server does not start;
+#       the directory is kept until cluster_cleanup so the log can be read.
+#   cluster_psql [PSQL_ARGS ...]
+#       psql on the cluster's `postgres` database as the postgres superuser, with -X (no psqlrc)
+#       and ON_ERROR_STOP=1. Use -d to pick another database.
+#   cluster_pgbench [PGBENCH_ARGS ...]
+#       pgbench against the cluster (PGHOST/PGPORT/PGUSER set; pass the database name yourself
+#       or rely on PGDATABASE=postgres). Runs in the current directory, which must be writable by
+#       the postgres user if you ask pgbench for log files (see cluster_workdir).
+#   cluster_run CMD [ARGS ...]
+#       run any command as the cluster owner with PGHOST/PGPORT/PGUSER/PGDATABASE set.
+#   cluster_workdir
+#       print a directory inside CLUSTER_DIR that is writable by the cluster owner (created once).
+#   cluster_log_tail [N]
+#       print the last N (default 40) lines of the server log.
+#   cluster_stop
+#       fast shutdown (falls back to immediate after 60 s); a no-op if nothing is running.
+#   cluster_cleanup
+#       cluster_stop, then remove CLUSTER_DIR. Safe to call more than once and from a trap:
+#           trap cluster_cleanup EXIT
+#
+# Environment (optional)
+#   PG_BINDIR       PostgreSQL binaries (default: /usr/lib/postgresql/15/bin, else pg_config --bindir)
+#   CLUSTER_TMPBASE parent of the temp directory (default: ${TMPDIR:-/tmp})
+#   CLUSTER_OWNER   user that runs the server when the caller is root (default: postgres)
+#   CLUSTER_KEEP=1  cluster_cleanup stops the server but keeps the directory (for debugging)
+
+if [ -z "${PG_BINDIR:-}" ]; then
+    if [ -x /usr/lib/postgresql/15/bin/postgres ]; then
+        PG_BINDIR=/usr/lib/postgresql/15/bin
+    elif command -v pg_config >/dev/null 2>&1; then
+        PG_BINDIR=$(pg_config --bindir)
+    fi
+fi
+CLUSTER_OWNER=${CLUSTER_OWNER:-postgres}
+CLUSTER_DIR=${CLUSTER_DIR:-}
+
+# Run "$@" as the cluster owner (directly when we are not root).
+_cluster_as_owner() {
+    if [ "$(id -u)" -eq 0 ]; then
+        runuser -u "$CLUSTER_OWNER" -- "$@"
+    else
+        "$@"
+    fi
+}
+
+_cluster_env() {
+    _cluster_as_owner env PGHOST="$CLUSTER_SOCK" PGPORT="$CLUSTER_PORT" PGUSER=postgres \
+        PGDATABASE="${PGDATABASE:-postgres}" PGAPPNAME="${PGAPPNAME:-anker-bench}" "$@"
+}
+
+cluster_start() {
+    if [ -n "${CLUSTER_DIR:-}" ] && [ -d "$CLUSTER_DIR" ]; then
+        echo "cluster_start: a cluster is already set up in $CLUSTER_DIR (call cluster_cleanup first)" >&2
+        return 1
+    fi
+    [ -x "$PG_BINDIR/initdb" ] || { echo "cluster_start: no initdb in '$PG_BINDIR' (set PG_BINDIR)" >&2; return 1; }
+    CLUSTER_DIR=$(mktemp -d "${CLUSTER_TMPBASE:-${TMPDIR:-/tmp}}/anker-pg.XXXXXX") || return 1
+    CLUSTER_DATA=$CLUSTER_DIR/data
+    CLUSTER_SOCK=$CLUSTER_DIR/sock
+    CLUSTER_LOG=$CLUSTER_DIR/server.log
+    # The port only names the socket file (no TCP), so any value works; vary it for readability.
+    CLUSTER_PORT=$(( 20000 + RANDOM % 20000 ))
+    export CLUSTER_DIR CLUSTER_DATA CLUSTER_SOCK CLUSTER_LOG CLUSTER_PORT
+    mkdir -p "$CLUSTER_SOCK" "$CLUSTER_DIR/work"
+    chmod 755 "$CLUSTER_DIR"
+    if [ "$(id -u)" -eq 0 ]; then
+        chown -R "$CLUSTER_OWNER" "$CLUSTER_DIR"
+    fi
+    if ! _cluster_as_owner "$PG_BINDIR/initdb" -D "$CLUSTER_DATA" -U postgres -A trust -E UTF8 \
+            --locale=C -N >"$CLUSTER_DIR/initdb.log" 2>&1; then
+        echo "cluster_start: initdb failed:" >&2
+        tail -n 20 "$CLUSTER_DIR/initdb.log" >&2
+        return 1
+    fi
+    {
+        echo ""
+        echo "# --- bench/lib/cluster.sh ---"
+        echo "port = $CLUSTER_PORT"
+        echo "listen_addresses = ''"
+        echo "unix_socket_directories = '$CLUSTER_SOCK'"
+        echo "logging_collector = off"
+        echo "log_line_prefix = '%m [%p] %a '"
+        local line
+        for line in "$@"; do
+            echo "$line"
+        done
+    } | _cluster_as_owner tee -a "$CLUSTER_DATA/postgresql.conf" >/dev/null
+    if ! _cluster_as_owner "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 120 \
+            start >"$CLUSTER_DIR/pg_ctl.log" 2>&1; then
+        echo "cluster_start: the server did not start; end of its log ($CLUSTER_LOG):" >&2
+        cluster_log_tail 20 >&2
+        return 1
+    fi
+}
+
+cluster_psql() {
+    _cluster_env "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 "$@"
+}
+
+cluster_pgbench() {
+    _cluster_env "$PG_BINDIR/pgbench" "$@"
+}
+
+cluster_run() {
+    _cluster_env "$@"
+}
+
+cluster_workdir() {
+    echo "$CLUSTER_DIR/work"
+}
+
+cluster_log_tail() {
+    [ -n "${CLUSTER_LOG:-}" ] && [ -f "$CLUSTER_LOG" ] && tail -n "${1:-40}" "$CLUSTER_LOG"
+    return 0
+}
+
+cluster_stop() {
+    [ -n "${CLUSTER_DATA:-}" ] && [ -f "$CLUSTER_DATA/postmaster.pid" ] || return 0
+    if ! _cluster_as_owner "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -m fast -w -t 60 stop >/dev/null 2>&1; then
+        echo "cluster_stop: fast shutdown failed, using immediate" >&2
+        _cluster_as_owner "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -m immediate -w -t 60 stop >/dev/null 2>&1 || true
+    fi
+}
+
+cluster_cleanup() {
+    [ -n "${CLUSTER_DIR:-}" ] || return 0
+    cluster_stop
+    if [ "${CLUSTER_KEEP:-0}" = 1 ]; then
+        echo "cluster_cleanup: keeping $CLUSTER_DIR (CLUSTER_KEEP=1)" >&2
+    else
+        rm -rf "$CLUSTER_DIR"
+    fi
+    CLUSTER_DIR=
+    CLUSTER_DATA=
+}
