@@ -3,3 +3,4 @@ pub mod arena;
 pub mod sync;
 pub mod column;
 pub mod table;
+pub mod version;

@@ -244,11 +244,25 @@ const FREE_CHUNK_ROWS: usize = 1022;
 #[repr(C)]
 struct Retired {
     next: Off,
-    page: u32,
+    /// A page number, or the offset of a heap object.
+    what: u64,
+    kind: u32,
     /// The table's snapshot epoch when it was retired.
     snap_epoch: u32,
     /// The arena reclamation epoch when it was retired.
     ebr_epoch: u64,
+}
+
+/// What a [`Retired`] record holds.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u32)]
+pub(crate) enum RetiredKind {
+    /// A column page replaced by copy-on-write or released by VACUUM.
+    Page = 0,
+    /// A heap object (a blob, or an undo record whose blobs live on).
+    Object = 1,
+    /// An undo record together with the blobs of its before-images.
+    UndoRec = 2,
 }
 
 #[repr(C)]
@@ -256,29 +270,31 @@ pub struct Table {
     pub key: TableKey,
     /// Writers of rows hold it shared; snapshot creation holds it exclusively.
     pub latch: RwLatch,
-    retire_lock: SpinLock,
+    pub(crate) retire_lock: SpinLock,
     /// Serialises changes of the column set.
     pub schema_lock: SpinLock,
     /// All memory of the table except its header page.
     pub heap: Heap,
     /// Row ids handed out so far.
-    nrows: AtomicU64,
+    pub(crate) nrows: AtomicU64,
     /// Vacant row ids ready for reuse: a stack of [`FreeChunk`]s.
     free_lock: SpinLock,
     free_head: AtomicU64,
     free_count: AtomicU64,
-    ncols: AtomicU32,
+    pub(crate) ncols: AtomicU32,
     /// Incremented by every snapshot of this table.
     pub snap_epoch: AtomicU32,
     /// `[AtomicU64; MAX_COLUMNS]`: offsets of the [`Column`]s.
-    cols: Off,
-    retired: AtomicU64,
+    pub(crate) cols: Off,
+    pub(crate) retired: AtomicU64,
     /// Incremented whenever a page is replaced by copy-on-write; readers
     /// that cache page pointers revalidate against it.
-    cow_gen: AtomicU64,
+    pub(crate) cow_gen: AtomicU64,
     pub stamps: PageTable,
     pub cids: PageTable,
     pub links: PageTable,
+    /// Per block of 4096 rows, a [`crate::version`] summary word.
+    pub summaries: PageTable,
 }
 
 fn write_fixed(dst: *mut u8, width: usize, src: &[u8]) {
@@ -322,6 +338,7 @@ impl Table {
             (*t).stamps.init(4);
             (*t).cids.init(3);
             (*t).links.init(4);
+            (*t).summaries.init(3);
             &mut *t
         };
         let cols = match table.heap.alloc(arena, MAX_COLUMNS * 8) {
@@ -506,7 +523,7 @@ impl Table {
     }
 
     /// Take the row latch of `s`; returns the flags word as it was.
-    fn latch_row(s: &Stamp) -> u32 {
+    pub(crate) fn latch_row(s: &Stamp) -> u32 {
         let mut spins = 0u32;
         loop {
             let f = s.flags.load(Ordering::Relaxed);
@@ -533,6 +550,7 @@ impl Table {
         let mut retire = |p: u32| self.retire_page(arena, p);
         // Make every page we may write private first (copy-on-write).
         let sp = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
+        self.touch_block(arena, row);
         let cp = if change.xmax.is_some() { Some(self.cids.page_for_write(arena, &self.heap, row, epoch, &mut retire)?) } else { None };
         let lp = if change.next.is_some() { Some(self.links.page_for_write(arena, &self.heap, row, epoch, &mut retire)?) } else { None };
         // SAFETY: element indexes are within their pages.
@@ -733,8 +751,14 @@ impl Table {
         }
     }
 
-    fn retire_page(&self, arena: &Arena, page: u32) {
+    pub(crate) fn retire_page(&self, arena: &Arena, page: u32) {
         self.cow_gen.fetch_add(1, Ordering::AcqRel);
+        self.retire(arena, RetiredKind::Page, page as u64);
+    }
+
+    /// Keep `what` until no reader or snapshot that could hold a pointer to
+    /// it remains, then free it ([`reclaim_retired`](Self::reclaim_retired)).
+    pub(crate) fn retire(&self, arena: &Arena, kind: RetiredKind, what: u64) {
         let rec = match self.heap.alloc(arena, std::mem::size_of::<Retired>()) {
             Ok(r) => r,
             // Without room to remember it, leak the page into the table: it
@@ -745,7 +769,8 @@ impl Table {
         // SAFETY: fresh allocation for a Retired record.
         unsafe {
             let r: *mut Retired = arena.ptr(rec);
-            (*r).page = page;
+            (*r).what = what;
+            (*r).kind = kind as u32;
             (*r).snap_epoch = self.snap_epoch.load(Ordering::Acquire);
             (*r).ebr_epoch = arena.epoch_retire();
             (*r).next = self.retired.load(Ordering::Relaxed);
@@ -753,7 +778,7 @@ impl Table {
         self.retired.store(rec, Ordering::Relaxed);
     }
 
-    /// Free retired pages that no snapshot (oldest live snapshot epoch
+    /// Free retired memory that no snapshot (oldest live snapshot epoch
     /// `oldest_snapshot`, or u32::MAX when none) and no reader can still use.
     pub fn reclaim_retired(&self, arena: &Arena, oldest_snapshot: u32) -> usize {
         let mut freed = 0;
@@ -763,14 +788,18 @@ impl Table {
         while cur != NULL_OFF {
             let r: *mut Retired = arena.ptr(cur);
             // SAFETY: records on the list are live allocations of ours.
-            let (next, page, se, ee) = unsafe { ((*r).next, (*r).page, (*r).snap_epoch, (*r).ebr_epoch) };
+            let (next, what, kind, se, ee) = unsafe { ((*r).next, (*r).what, (*r).kind, (*r).snap_epoch, (*r).ebr_epoch) };
             if se < oldest_snapshot && arena.epoch_safe(ee) {
                 match prev {
                     // SAFETY: prev is a live record on the list.
                     Some(p) => unsafe { (*p).next = next },
                     None => self.retired.store(next, Ordering::Relaxed),
                 }
-                arena.free_pages(&self.heap.owner, page_no_off(page));
+                match kind {
+                    k if k == RetiredKind::Page as u32 => arena.free_pages(&self.heap.owner, page_no_off(what as u32)),
+                    k if k == RetiredKind::UndoRec as u32 => self.free_undo_rec(arena, what, true),
+                    _ => self.heap.free(arena, what),
+                }
                 self.heap.free(arena, cur);
                 freed += 1;
             } else {
@@ -793,7 +822,7 @@ impl Table {
 
     /// Store one value (`blob`: its prepared blob, if any) in column `c`.
     #[allow(clippy::too_many_arguments)]
-    fn write_one(
+    pub(crate) fn write_one(
         &self,
         arena: &Arena,
         c: &Column,
@@ -874,6 +903,7 @@ impl Table {
                 // have xmin 0, reused ones stay VACANT until the final store.
                 let old = s.flags.load(Ordering::Relaxed);
                 s.flags.store(old | flag::VACANT, Ordering::Relaxed);
+                self.touch_block(arena, row);
                 let cp = self.cids.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
                 self.write_values(arena, row, values, &blobs[k * ncols..(k + 1) * ncols], epoch)?;
                 // SAFETY: as above, for cids.
@@ -1018,9 +1048,18 @@ impl Table {
         let mut freed = Vec::with_capacity(rows.len());
         {
             let _g = self.latch.shared();
+            let epoch = self.snap_epoch.load(Ordering::Acquire);
+            let mut retire = |p: u32| self.retire_page(arena, p);
             let ncols = self.ncols();
             for &row in rows {
-                let Some(s) = self.stamp(arena, row) else { continue };
+                if self.stamp(arena, row).is_none() {
+                    continue;
+                }
+                // Snapshots keep seeing the row as it was: write a private page.
+                let Ok(sp) = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire) else { continue };
+                // SAFETY: element index within the page.
+                let s = unsafe { &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize) };
+                self.touch_block(arena, row);
                 let old = Self::latch_row(s);
                 if old & flag::VACANT != 0 {
                     s.flags.store(old, Ordering::Release);
