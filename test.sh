@@ -55,6 +55,7 @@ fi
 run_pg_regress() { # name driver tests...
     local name=$1 driver=$2; shift 2
     local dir="$WORK/$name"
+    rm -f "$ROOT/$name.diffs"
     mkdir -p "$dir"
     cp -r sql expected specs "$dir"/
     cat > "$dir/anker.conf" <<CONF

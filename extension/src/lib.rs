@@ -15,6 +15,7 @@ mod shmem;
 mod sql;
 mod storage;
 mod tam;
+mod undo;
 mod visibility;
 
 ::pgrx::pg_module_magic!();
@@ -36,5 +37,6 @@ pub extern "C-unwind" fn _PG_init() {
     shmem::reserve_arena();
     shmem::install_hooks();
     storage::install_hooks();
+    undo::install_hooks();
     scan_node::install();
 }

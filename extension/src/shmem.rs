@@ -89,3 +89,48 @@ pub fn directory() -> &'static Directory {
     Directory::get(arena()).expect("directory created at shared memory start-up")
 }
 
+
+/// Nesting depth of this process's reclamation epoch (backends are
+/// single-threaded).
+static mut EPOCH_DEPTH: u32 = 0;
+
+/// While alive, memory retired by other processes (undo records, pages,
+/// blobs) stays allocated, so pointers read from shared structures can be
+/// followed. Cheap enough for every chain walk; not held across waits.
+pub struct EpochGuard(());
+
+pub fn enter_epoch() -> EpochGuard {
+    // SAFETY: single-threaded backend; MyProc is set in every process that
+    // reaches table code.
+    unsafe {
+        if EPOCH_DEPTH == 0 {
+            arena().epoch_enter((*pg_sys::MyProc).pgprocno as u32);
+        }
+        EPOCH_DEPTH += 1;
+    }
+    EpochGuard(())
+}
+
+impl Drop for EpochGuard {
+    fn drop(&mut self) {
+        // SAFETY: as in enter_epoch.
+        unsafe {
+            EPOCH_DEPTH -= 1;
+            if EPOCH_DEPTH == 0 {
+                arena().epoch_exit((*pg_sys::MyProc).pgprocno as u32);
+            }
+        }
+    }
+}
+
+/// Leave the reclamation epoch whatever the nesting (transaction abort:
+/// guards skipped by an error are gone).
+pub fn reset_epoch() {
+    // SAFETY: as in enter_epoch.
+    unsafe {
+        if EPOCH_DEPTH != 0 {
+            EPOCH_DEPTH = 0;
+            arena().epoch_exit((*pg_sys::MyProc).pgprocno as u32);
+        }
+    }
+}

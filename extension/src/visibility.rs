@@ -12,7 +12,7 @@
 //! does. anker data is not WAL-logged yet, so there is no "hint bit may not
 //! be set before the commit record is flushed" rule to honour.
 
-use anker_engine::table::{flag, RowHeader};
+use anker_engine::table::{flag, RowHeader, Table};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
@@ -150,130 +150,158 @@ impl Visibility {
         r
     }
 
-    /// Is the row version described by `h` visible? Hint bits learnt on the
-    /// way are added to `hints` for the caller to store.
+    /// Which version of the row with header `h` does the snapshot see?
+    /// Hint bits learnt about the live version are added to `hints`.
+    /// Older versions are found by walking the undo chain; the caller must
+    /// be inside a reclamation epoch when `h.chain` is set.
     #[inline]
-    pub fn visible(&self, h: &RowHeader, hints: &mut u32) -> bool {
+    pub fn version(&self, table: &Table, h: &RowHeader, hints: &mut u32) -> Seen {
         use pg_sys::SnapshotType::*;
         // The common case: committed creator, never deleted.
         if self.kind == SNAPSHOT_MVCC && h.flags & flag::XMIN_COMMITTED != 0 && h.xmax == INVALID_XID {
-            return h.xmin < FIRST_NORMAL_XID || !self.in_snapshot(h.xmin);
+            if h.xmin < FIRST_NORMAL_XID || !self.in_snapshot(h.xmin) {
+                return Seen::Live;
+            }
+        } else if self.creator_seen(h.xmin, h.cmin, h.flags, hints, Some(h)) {
+            return if self.deleted(h, hints) { Seen::None } else { Seen::Live };
         }
-        match self.kind {
-            SNAPSHOT_MVCC => self.mvcc(h, hints),
-            SNAPSHOT_ANY => true,
-            SNAPSHOT_SELF => self.self_or_dirty(h, hints, false),
-            SNAPSHOT_DIRTY => self.self_or_dirty(h, hints, true),
-            SNAPSHOT_NON_VACUUMABLE => self.non_vacuumable(h, hints),
-            _ => unreachable!("rejected in new()"),
+        if h.chain == 0 {
+            return Seen::None;
         }
+        let arena = crate::shmem::arena();
+        let mut cur = h.chain;
+        let mut k = 1;
+        while cur != 0 {
+            // SAFETY: chain links are read inside a reclamation epoch.
+            let rec = unsafe { table.undo_rec(arena, cur) };
+            if self.creator_seen(rec.xmin, rec.cmin, rec.xmin_flags, &mut 0, None) {
+                return Seen::Older(k);
+            }
+            k += 1;
+            cur = rec.next.load(std::sync::atomic::Ordering::Acquire);
+        }
+        Seen::None
     }
 
-    fn mvcc(&self, h: &RowHeader, hints: &mut u32) -> bool {
-        // Creator.
-        if h.xmin >= FIRST_NORMAL_XID && h.flags & flag::XMIN_COMMITTED != 0 {
-            if self.in_snapshot(h.xmin) {
-                return false;
-            }
-        } else if h.xmin >= FIRST_NORMAL_XID {
-            if h.flags & flag::XMIN_ABORTED != 0 {
-                return false;
-            }
-            if is_current(h.xmin) {
-                if h.cmin >= self.curcid {
-                    return false; // inserted after this scan started
-                }
-            } else if self.in_snapshot(h.xmin) {
-                return false;
-            } else if did_commit(h.xmin) {
-                *hints |= flag::XMIN_COMMITTED;
-            } else {
-                *hints |= flag::XMIN_ABORTED;
-                return false;
-            }
-        }
-        // Deleter.
-        if h.xmax == INVALID_XID || h.flags & (flag::XMAX_ABORTED | flag::XMAX_LOCK_ONLY) != 0 {
-            return true;
-        }
-        if h.flags & flag::XMAX_COMMITTED != 0 {
-            return self.in_snapshot(h.xmax);
-        }
-        if is_current(h.xmax) {
-            return h.cmax >= self.curcid; // deleted after this scan started
-        }
-        if self.in_snapshot(h.xmax) {
-            return true;
-        }
-        if did_commit(h.xmax) {
-            *hints |= flag::XMAX_COMMITTED;
-            false
-        } else {
-            *hints |= flag::XMAX_ABORTED;
-            true
-        }
+    /// Is the live version of the row visible (ignoring older versions)?
+    pub fn live_visible(&self, h: &RowHeader, hints: &mut u32) -> bool {
+        self.creator_seen(h.xmin, h.cmin, h.flags, hints, Some(h)) && !self.deleted(h, hints)
     }
 
-    /// SELF sees committed work and everything of the current transaction;
-    /// DIRTY additionally sees in-progress work of others and reports the
-    /// in-progress xids (and speculative token) in the snapshot.
-    fn self_or_dirty(&self, h: &RowHeader, hints: &mut u32, dirty: bool) -> bool {
-        match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, hints) {
-            XidState::Aborted => return false,
-            XidState::Current => {
-                if h.xmax == INVALID_XID || h.flags & flag::XMAX_LOCK_ONLY != 0 {
-                    return true;
-                }
-                // deleted by us, unless the deleting subtransaction aborted
-                return !is_current(h.xmax);
-            }
-            XidState::InProgress => {
-                if !dirty {
-                    return false;
-                }
-                // SAFETY: DIRTY snapshots are plain structs owned by the caller.
-                unsafe {
-                    if h.flags & flag::SPECULATIVE != 0 {
-                        (*self.snap).speculativeToken = h.locker;
-                    }
-                    (*self.snap).xmin = h.xmin.into();
-                }
+    /// Does the snapshot see changes of creator `(xid, cid)` (commit hint in
+    /// `flags`)? `live` is the row header when `xid` created the live
+    /// version (DIRTY snapshots report it).
+    fn creator_seen(&self, xid: u32, cid: u32, flags: u32, hints: &mut u32, live: Option<&RowHeader>) -> bool {
+        use pg_sys::SnapshotType::*;
+        if self.kind == SNAPSHOT_ANY {
+            return true;
+        }
+        if self.kind == SNAPSHOT_MVCC {
+            if xid < FIRST_NORMAL_XID {
                 return true;
             }
-            XidState::Committed => {}
-        }
-        if h.xmax == INVALID_XID || h.flags & flag::XMAX_LOCK_ONLY != 0 {
-            return true;
-        }
-        match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, hints) {
-            XidState::Aborted => true,
-            XidState::Current => false,
-            XidState::InProgress => {
-                if dirty {
-                    // SAFETY: as above.
-                    unsafe { (*self.snap).xmax = h.xmax.into() };
-                }
-                true
+            if flags & flag::XMIN_COMMITTED != 0 {
+                return !self.in_snapshot(xid);
             }
-            XidState::Committed => false,
+            if flags & flag::XMIN_ABORTED != 0 {
+                return false;
+            }
+            if is_current(xid) {
+                return cid < self.curcid; // else made after this scan started
+            }
+            if self.in_snapshot(xid) {
+                return false;
+            }
+            if did_commit(xid) {
+                *hints |= flag::XMIN_COMMITTED;
+                return true;
+            }
+            *hints |= flag::XMIN_ABORTED;
+            return false;
+        }
+        match xid_state(xid, flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, hints) {
+            XidState::Aborted => false,
+            XidState::Committed | XidState::Current => true,
+            XidState::InProgress => match self.kind {
+                SNAPSHOT_DIRTY => {
+                    // SAFETY: DIRTY snapshots are plain structs owned by the caller.
+                    unsafe {
+                        if let Some(h) = live {
+                            if h.flags & flag::SPECULATIVE != 0 {
+                                (*self.snap).speculativeToken = h.locker;
+                            }
+                        }
+                        (*self.snap).xmin = xid.into();
+                    }
+                    true
+                }
+                SNAPSHOT_NON_VACUUMABLE => true,
+                _ => false,
+            },
         }
     }
 
-    /// Visible unless dead to every transaction (the test of
-    /// `HeapTupleSatisfiesNonVacuumable`).
-    fn non_vacuumable(&self, h: &RowHeader, hints: &mut u32) -> bool {
-        match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, hints) {
-            XidState::Aborted => return false,
-            XidState::Committed => {}
-            _ => return true,
+    /// Is the live version deleted (or moved away) for this snapshot?
+    fn deleted(&self, h: &RowHeader, hints: &mut u32) -> bool {
+        use pg_sys::SnapshotType::*;
+        if h.xmax == INVALID_XID || h.flags & (flag::XMAX_ABORTED | flag::XMAX_LOCK_ONLY) != 0 {
+            return false;
         }
-        if h.xmax == INVALID_XID || h.flags & flag::XMAX_LOCK_ONLY != 0 {
-            return true;
+        match self.kind {
+            SNAPSHOT_ANY => false,
+            SNAPSHOT_MVCC => {
+                if h.flags & flag::XMAX_COMMITTED != 0 {
+                    return !self.in_snapshot(h.xmax);
+                }
+                if is_current(h.xmax) {
+                    return h.cmax < self.curcid; // else deleted after this scan started
+                }
+                if self.in_snapshot(h.xmax) {
+                    return false;
+                }
+                if did_commit(h.xmax) {
+                    *hints |= flag::XMAX_COMMITTED;
+                    true
+                } else {
+                    *hints |= flag::XMAX_ABORTED;
+                    false
+                }
+            }
+            SNAPSHOT_NON_VACUUMABLE => match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, hints) {
+                // Dead only once no snapshot can need it (heap's
+                // HeapTupleSatisfiesNonVacuumable).
+                // SAFETY: NON_VACUUMABLE snapshots carry a vistest.
+                XidState::Committed => unsafe { pg_sys::GlobalVisTestIsRemovableXid((*self.snap).vistest, h.xmax.into()) },
+                _ => false,
+            },
+            _ => match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, hints) {
+                XidState::Aborted => false,
+                XidState::Current | XidState::Committed => true,
+                XidState::InProgress => {
+                    if self.kind == SNAPSHOT_DIRTY {
+                        // SAFETY: as above.
+                        unsafe { (*self.snap).xmax = h.xmax.into() };
+                    }
+                    false
+                }
+            },
         }
-        match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, hints) {
-            // SAFETY: NON_VACUUMABLE snapshots carry a vistest.
-            XidState::Committed => unsafe { !pg_sys::GlobalVisTestIsRemovableXid((*self.snap).vistest, h.xmax.into()) },
-            _ => true,
-        }
+    }
+}
+
+/// The version of a row a snapshot sees.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Seen {
+    None,
+    /// The live version.
+    Live,
+    /// Version `k` (k >= 1): the live one with the before-images of the
+    /// first `k` undo records applied.
+    Older(usize),
+}
+
+impl Seen {
+    pub fn any(self) -> bool {
+        self != Seen::None
     }
 }

@@ -1024,6 +1024,10 @@ impl Table {
         let keep = h.flags & (flag::HINTS | flag::SPECULATIVE);
         dst.insert_rows(arena, &[&values], &blobs, h.xmin, h.cmin, keep & !(flag::XMAX_COMMITTED | flag::XMAX_ABORTED), 0, &mut out)?;
         let new = out[0];
+        if h.chain != NULL_OFF {
+            let chain = self.copy_chain_to(arena, h.chain, dst)?;
+            dst.set_chain(arena, new, chain)?;
+        }
         if h.xmax != 0 {
             let now = dst.header(arena, new).expect("row just written");
             let change = RowChange {
@@ -1072,6 +1076,18 @@ impl Table {
                     }
                     if let ValueRef::Blob(p, _) = self.value(arena, i, row) {
                         self.heap.free(arena, arena.off_of(p));
+                    }
+                }
+                // Older versions of a dead row are dead too.
+                if old & flag::HAS_LINKS != 0 {
+                    if let Some(l) = self.links_of(arena, row) {
+                        let mut cur = l.chain.swap(NULL_OFF, Ordering::AcqRel);
+                        while cur != NULL_OFF {
+                            // SAFETY: linked records are allocated.
+                            let next = unsafe { arena.get::<crate::version::UndoRec>(cur) }.next.load(Ordering::Acquire);
+                            self.retire(arena, RetiredKind::UndoRec, cur);
+                            cur = next;
+                        }
                     }
                 }
                 s.flags.store((old | flag::VACANT).wrapping_add(flag::SEQ_ONE) & !flag::LATCH, Ordering::Release);

@@ -228,9 +228,12 @@ impl Table {
             }
             l.chain.store(rec_off, Ordering::Release);
             c.cmin.store(cid, Ordering::Relaxed);
+            // an aborted deleter's mark goes; the row is ours now
+            s.xmax.store(0, Ordering::Relaxed);
             s.xmin.store(xid, Ordering::Release);
         }
-        let flags = (old | flag::HAS_LINKS) & !(flag::XMIN_COMMITTED | flag::XMIN_ABORTED | flag::LATCH);
+        let flags = (old | flag::HAS_LINKS)
+            & !(flag::XMIN_COMMITTED | flag::XMIN_ABORTED | flag::XMAX_COMMITTED | flag::XMAX_ABORTED | flag::LATCH);
         s.flags.store(flags.wrapping_add(flag::SEQ_ONE), Ordering::Release);
         Ok(true)
     }
@@ -388,6 +391,69 @@ impl Table {
             n += 1;
         }
         n
+    }
+
+    /// Deep-copy the undo chain starting at `chain` into `dst` (same column
+    /// layout), blobs included; returns the new head. For table rewrites,
+    /// which keep older versions for snapshots that may still need them.
+    pub fn copy_chain_to(&self, arena: &Arena, chain: Off, dst: &Table) -> AllocResult<Off> {
+        let mut head = NULL_OFF;
+        let mut tail: Option<&UndoRec> = None;
+        let mut cur = chain;
+        let mut images = vec![];
+        while cur != NULL_OFF {
+            // SAFETY: rewrites hold an exclusive lock; the chain is stable.
+            let rec = unsafe { arena.get::<UndoRec>(cur) };
+            let size = HEADER
+                + (0..rec.nvals as usize)
+                    .map(|k| {
+                        // SAFETY: as above.
+                        let col = unsafe { (*(self.entry_data(arena, rec, k).sub(ENTRY_HEADER) as *const UndoEntry)).col };
+                        entry_bytes(self.column(arena, col as usize).width_shift)
+                    })
+                    .sum::<usize>();
+            let new = dst.heap.alloc(arena, size)?;
+            // SAFETY: fresh allocation of `size` bytes; source is `size` bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(rec as *const UndoRec as *const u8, arena.ptr::<u8>(new), size);
+                (*arena.ptr::<UndoRec>(new)).next = AtomicU64::new(NULL_OFF);
+                self.before_images(arena, rec, &mut images);
+                let new_rec = arena.get::<UndoRec>(new);
+                for (k, im) in images.iter().enumerate() {
+                    if let ValueRef::Blob(p, n) = im.value {
+                        let b = dst.heap.alloc(arena, (n as usize).max(1))?;
+                        std::ptr::copy_nonoverlapping(p, arena.ptr::<u8>(b), n as usize);
+                        let data = dst.entry_data(arena, new_rec, k) as *mut u8;
+                        (data.add(8) as *mut u64).write_unaligned(b);
+                    }
+                }
+            }
+            // SAFETY: as above.
+            let new_rec = unsafe { arena.get::<UndoRec>(new) };
+            match tail {
+                None => head = new,
+                Some(t) => t.next.store(new, Ordering::Relaxed),
+            }
+            tail = Some(new_rec);
+            cur = rec.next.load(Ordering::Acquire);
+        }
+        Ok(head)
+    }
+
+    /// Set the chain head of `row` in a table being built by a rewrite
+    /// (nobody else uses it yet).
+    pub fn set_chain(&self, arena: &Arena, row: u64, chain: Off) -> AllocResult<()> {
+        let epoch = self.snap_epoch.load(Ordering::Acquire);
+        let lp = self.links.page_for_write(arena, &self.heap, row, epoch, &mut |_| {})?;
+        let Some(s) = self.stamp(arena, row) else { return Ok(()) };
+        // SAFETY: element index within the page.
+        let l = unsafe { &*(lp as *const Links).add((row & (self.links.rows_per_page() - 1)) as usize) };
+        if s.flags.load(Ordering::Relaxed) & flag::HAS_LINKS == 0 {
+            l.next.store(u64::MAX, Ordering::Relaxed);
+        }
+        l.chain.store(chain, Ordering::Release);
+        s.flags.fetch_or(flag::HAS_LINKS, Ordering::Release);
+        Ok(())
     }
 
     /// Length of the chain of `row` (for statistics and tests).

@@ -122,9 +122,12 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
     // what a fresh MVCC snapshot sees (validation adds the rest later);
     // otherwise every row some snapshot may still see.
     let mut registered: pg_sys::Snapshot = std::ptr::null_mut();
-    let vis = if !scan.is_null() && !(*scan).rs_snapshot.is_null() {
+    let given_mvcc = !scan.is_null()
+        && !(*scan).rs_snapshot.is_null()
+        && (*(*scan).rs_snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC;
+    let vis = if given_mvcc {
         Some(Visibility::new((*scan).rs_snapshot))
-    } else if (*index_info).ii_Concurrent {
+    } else if scan.is_null() && (*index_info).ii_Concurrent {
         registered = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
         Some(Visibility::new(registered))
     } else {
@@ -141,15 +144,21 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
     let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
     let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
     let mut reltuples = 0.0;
-    for row in first..last {
-        if row % 8192 == 0 {
+    // A scan handed in by a parallel build hands out our share of the rows;
+    // like heap, we end it.
+    let mut range = first..last;
+    let mut next = || if scan.is_null() { range.next() } else { super::scan::next_row(scan) };
+    let mut n = 0u64;
+    while let Some(row) = next() {
+        n += 1;
+        if n % 8192 == 0 {
             pg_sys::check_for_interrupts!();
         }
         let Some(h) = table.header(arena, row) else { continue };
         let (include, alive) = match &vis {
             Some(v) => {
-                let mut hints = 0;
-                let ok = v.visible(&h, &mut hints);
+                let _epoch = (h.chain != 0).then(crate::shmem::enter_epoch);
+                let ok = v.version(table, &h, &mut 0).any();
                 (ok, ok)
             }
             None => {
@@ -173,6 +182,9 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
     }
     pg_sys::ExecDropSingleTupleTableSlot(slot);
     pg_sys::FreeExecutorState(estate);
+    if !scan.is_null() {
+        super::scan::scan_end(scan);
+    }
     if !registered.is_null() {
         pg_sys::UnregisterSnapshot(registered);
     }

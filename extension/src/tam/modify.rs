@@ -276,41 +276,73 @@ enum Obstacle {
     None,
     /// The row is not visible to this command.
     Invisible,
-    /// Updated or deleted by this transaction's current (or a later) command.
-    SelfModified,
+    /// Updated or deleted by this transaction's current (or a later)
+    /// command: by `(xid, cid)`.
+    SelfModified(u32, u32),
     /// A running transaction modified or locked it: wait for these.
     Running(Vec<u32>, pg_sys::XLTW_Oper::Type),
     /// A committed transaction updated (or deleted) it.
     Committed { deleted: bool },
+    /// An aborted transaction's in-place update is still in place: undo it
+    /// (the aborting backend did not get to it), then look again.
+    Repair(u32),
 }
 
-unsafe fn obstacle(h: &RowHeader, cid: u32, mode: u32, oper: pg_sys::XLTW_Oper::Type) -> Obstacle {
+/// Does this transaction hold a lock on the row (taken after seeing its
+/// newest version, e.g. by EvalPlanQual's re-lock)?
+unsafe fn locked_by_us(h: &RowHeader) -> bool {
+    if h.locker == 0 || h.flags & flag::SPECULATIVE != 0 {
+        return false;
+    }
+    if h.flags & flag::LOCKER_MULTI != 0 {
+        multi_members(h.locker).iter().any(|m| pg_sys::TransactionIdIsCurrentTransactionId(m.xid))
+    } else {
+        pg_sys::TransactionIdIsCurrentTransactionId(h.locker.into())
+    }
+}
+
+/// What keeps command `cid` from changing or locking (in `mode`) the row
+/// with header `h`? `vis` is the statement's MVCC snapshot: a row updated
+/// in place after it was taken counts as updated by a committed
+/// transaction (the caller saw an older version), unless we have since
+/// locked the newest one.
+unsafe fn obstacle(h: &RowHeader, cid: u32, mode: u32, oper: pg_sys::XLTW_Oper::Type, vis: Option<&Visibility>) -> Obstacle {
     let mut hints = 0;
+    let in_place = h.chain != 0;
     match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut hints) {
-        XidState::Aborted | XidState::InProgress => return Obstacle::Invisible,
-        XidState::Current if h.cmin >= cid => return Obstacle::Invisible,
+        XidState::Aborted if in_place => return Obstacle::Repair(h.xmin),
+        XidState::Aborted => return Obstacle::Invisible,
+        XidState::InProgress if in_place => return Obstacle::Running(vec![h.xmin], oper),
+        XidState::InProgress => return Obstacle::Invisible,
+        XidState::Current if h.cmin >= cid => {
+            return if in_place { Obstacle::SelfModified(h.xmin, h.cmin) } else { Obstacle::Invisible };
+        }
         _ => {}
     }
     if h.xmax != 0 {
         match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, &mut hints) {
             XidState::Aborted => {}
             XidState::Current => {
-                return if h.cmax >= cid { Obstacle::SelfModified } else { Obstacle::Invisible };
+                return if h.cmax >= cid { Obstacle::SelfModified(h.xmax, h.cmax) } else { Obstacle::Invisible };
             }
             XidState::InProgress => return Obstacle::Running(vec![h.xmax], oper),
             XidState::Committed => return Obstacle::Committed { deleted: h.flags & flag::UPDATED == 0 },
         }
     }
     let lockers = conflicting_lockers(h, mode);
-    if lockers.is_empty() {
-        Obstacle::None
-    } else {
-        Obstacle::Running(lockers, oper)
+    if !lockers.is_empty() {
+        return Obstacle::Running(lockers, oper);
     }
+    if let Some(vis) = vis {
+        if in_place && !vis.live_visible(h, &mut 0) && !locked_by_us(h) {
+            return Obstacle::Committed { deleted: false };
+        }
+    }
+    Obstacle::None
 }
 
 /// Fill `tmfd` for a failed change of `row` whose header is `h`.
-unsafe fn fill_failure(tmfd: *mut pg_sys::TM_FailureData, row: u64, h: &RowHeader, self_modified: bool) {
+unsafe fn fill_failure(tmfd: *mut pg_sys::TM_FailureData, row: u64, h: &RowHeader, self_modified: Option<(u32, u32)>) {
     let t = &mut *tmfd;
     if h.flags & flag::MOVED != 0 {
         // ItemPointerSetMovedPartitions: the executor reports the move.
@@ -320,10 +352,19 @@ unsafe fn fill_failure(tmfd: *mut pg_sys::TM_FailureData, row: u64, h: &RowHeade
     } else if h.flags & flag::UPDATED != 0 && h.next != u64::MAX {
         row_to_tid(h.next, &mut t.ctid);
     } else {
+        // deleted, or updated in place: the newest version is here
         row_to_tid(row, &mut t.ctid);
     }
-    t.xmax = h.xmax.into();
-    t.cmax = if self_modified { h.cmax } else { pg_sys::InvalidCommandId };
+    match self_modified {
+        Some((xid, cid)) => {
+            t.xmax = xid.into();
+            t.cmax = cid;
+        }
+        None => {
+            t.xmax = if h.xmax != 0 { h.xmax.into() } else { h.xmin.into() };
+            t.cmax = pg_sys::InvalidCommandId;
+        }
+    }
     t.traversed = false;
 }
 
@@ -339,16 +380,72 @@ unsafe fn invisible(what: &str) -> ! {
     ereport!(ERROR, PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("attempted to {what} invisible tuple"));
 }
 
-/// The locker word and flags after clearing all lockers.
-fn no_lockers() -> (Option<u32>, u32) {
-    (Some(0), flag::LOCKER_MULTI | flag::LOCK_MODE_MASK)
-}
-
 /// Read the header of `row` or fail loudly: executor TIDs always name rows.
 unsafe fn header_of(table: &Table, row: u64, what: &str) -> RowHeader {
     match table.header(shmem::arena(), row) {
         Some(h) => h,
         None => invisible(what),
+    }
+}
+
+/// The statement snapshot as a `Visibility`, when it is an MVCC one.
+unsafe fn mvcc(snapshot: pg_sys::Snapshot) -> Option<Visibility> {
+    if !snapshot.is_null() && (*snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC {
+        Some(Visibility::new(snapshot))
+    } else {
+        None
+    }
+}
+
+/// Claim `row` for a change in `mode`: wait out running writers and
+/// lockers, repair leftovers of aborted in-place updates, and report
+/// conflicts. Returns the header to change, or the TM_Result to return.
+#[allow(clippy::too_many_arguments)]
+unsafe fn claim(
+    rel: pg_sys::Relation,
+    table: &Table,
+    row: u64,
+    cid: u32,
+    mode: u32,
+    oper: pg_sys::XLTW_Oper::Type,
+    snapshot: pg_sys::Snapshot,
+    crosscheck: pg_sys::Snapshot,
+    wait: bool,
+    tmfd: *mut pg_sys::TM_FailureData,
+    what: &str,
+) -> Result<RowHeader, pg_sys::TM_Result::Type> {
+    let vis = mvcc(snapshot);
+    loop {
+        let h = header_of(table, row, what);
+        match obstacle(&h, cid, mode, oper, vis.as_ref()) {
+            Obstacle::Invisible => invisible(what),
+            Obstacle::SelfModified(x, c) => {
+                fill_failure(tmfd, row, &h, Some((x, c)));
+                return Err(TM_SelfModified);
+            }
+            Obstacle::Running(xids, oper) => {
+                if !wait {
+                    fill_failure(tmfd, row, &h, None);
+                    return Err(TM_BeingModified);
+                }
+                wait_for(&xids, rel, row, oper);
+                continue;
+            }
+            Obstacle::Committed { deleted } => {
+                fill_failure(tmfd, row, &h, None);
+                return Err(if deleted { TM_Deleted } else { TM_Updated });
+            }
+            Obstacle::Repair(xid) => {
+                table.undo_update(shmem::arena(), row, xid);
+                continue;
+            }
+            Obstacle::None => {}
+        }
+        if !crosscheck.is_null() && !Visibility::new(crosscheck).live_visible(&h, &mut 0) {
+            fill_failure(tmfd, row, &h, None);
+            return Err(TM_Updated);
+        }
+        return Ok(h);
     }
 }
 
@@ -359,7 +456,7 @@ pub unsafe extern "C-unwind" fn tuple_delete(
     rel: pg_sys::Relation,
     tid: pg_sys::ItemPointer,
     cid: pg_sys::CommandId,
-    _snapshot: pg_sys::Snapshot,
+    snapshot: pg_sys::Snapshot,
     crosscheck: pg_sys::Snapshot,
     wait: bool,
     tmfd: *mut pg_sys::TM_FailureData,
@@ -371,37 +468,15 @@ pub unsafe extern "C-unwind" fn tuple_delete(
     conflict_in(rel);
     let xid: u32 = pg_sys::GetCurrentTransactionId().into();
     loop {
-        let h = header_of(table, row, "delete");
-        match obstacle(&h, cid, LockTupleExclusive, pg_sys::XLTW_Oper::XLTW_Delete) {
-            Obstacle::Invisible => invisible("delete"),
-            Obstacle::SelfModified => {
-                fill_failure(tmfd, row, &h, true);
-                return TM_SelfModified;
-            }
-            Obstacle::Running(xids, oper) => {
-                if !wait {
-                    fill_failure(tmfd, row, &h, false);
-                    return TM_BeingModified;
-                }
-                wait_for(&xids, rel, row, oper);
-                continue;
-            }
-            Obstacle::Committed { deleted } => {
-                fill_failure(tmfd, row, &h, false);
-                return if deleted { TM_Deleted } else { TM_Updated };
-            }
-            Obstacle::None => {}
-        }
-        if !crosscheck.is_null() && !Visibility::new(crosscheck).visible(&h, &mut 0) {
-            fill_failure(tmfd, row, &h, false);
-            return TM_Updated;
-        }
-        let (locker, clear) = no_lockers();
+        let h = match claim(rel, table, row, cid, LockTupleExclusive, pg_sys::XLTW_Oper::XLTW_Delete, snapshot, crosscheck, wait, tmfd, "delete") {
+            Ok(h) => h,
+            Err(r) => return r,
+        };
         let change = RowChange {
             xmax: Some((xid, cid)),
             set_flags: if changing_part { flag::MOVED } else { 0 },
-            clear_flags: clear | flag::UPDATED,
-            locker,
+            clear_flags: flag::LOCKER_MULTI | flag::LOCK_MODE_MASK | flag::UPDATED,
+            locker: Some(0),
             ..Default::default()
         };
         if table.modify_row(arena, row, &h, &change).or_raise() {
@@ -452,13 +527,39 @@ unsafe fn changes_any(table: &Table, row: u64, new: &[Value], attrs: *mut pg_sys
     }
 }
 
+/// Columns whose stored value differs from the new one (0-based), with the
+/// new values.
+unsafe fn changed_columns<'a>(table: &Table, row: u64, new: &[Value<'a>]) -> Vec<(usize, Value<'a>)> {
+    let mut out = vec![];
+    for (i, v) in new.iter().enumerate() {
+        let one = pg_sys::bms_make_singleton(i as i32 + 1 - pg_sys::FirstLowInvalidHeapAttributeNumber);
+        if changes_any(table, row, new, one) {
+            out.push((i, *v));
+        }
+        pg_sys::bms_free(one);
+    }
+    out
+}
+
+/// Prune the chain of `row` down to what running snapshots may need.
+unsafe fn prune(rel: pg_sys::Relation, table: &Table, row: u64) {
+    let vistest = pg_sys::GlobalVisTestFor(rel);
+    let _epoch = shmem::enter_epoch();
+    // An updater older than every snapshot that committed: everybody sees
+    // its version, so the records behind it are garbage.
+    let removable = |xid: u32| {
+        pg_sys::GlobalVisTestIsRemovableXid(vistest, xid.into()) && pg_sys::TransactionIdDidCommit(xid.into())
+    };
+    table.prune_chain(shmem::arena(), row, &removable);
+}
+
 #[pg_guard]
 pub unsafe extern "C-unwind" fn tuple_update(
     rel: pg_sys::Relation,
     otid: pg_sys::ItemPointer,
     slot: *mut pg_sys::TupleTableSlot,
     cid: pg_sys::CommandId,
-    _snapshot: pg_sys::Snapshot,
+    snapshot: pg_sys::Snapshot,
     crosscheck: pg_sys::Snapshot,
     wait: bool,
     tmfd: *mut pg_sys::TM_FailureData,
@@ -483,41 +584,44 @@ pub unsafe extern "C-unwind" fn tuple_update(
     // An update that changes a key column (of a unique index usable by
     // foreign keys) locks like DELETE; others let KEY SHARE lockers be.
     let key_attrs = pg_sys::RelationGetIndexAttrBitmap(rel, pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_KEY);
-    let mode = if changes_any(table, row, &new_values, key_attrs) { LockTupleExclusive } else { LockTupleNoKeyExclusive };
-    *lockmode = mode;
-    // Claim the old row.
+    let indexed = pg_sys::RelationGetIndexAttrBitmap(rel, pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_ALL);
+    // AFTER ROW UPDATE triggers fetch the old row by TID when they fire,
+    // after the update: it must still be there, so such tables (which
+    // includes foreign-key tables) keep the new-row-id path.
+    let trigdesc = (*rel).trigdesc;
+    let in_place_allowed = trigdesc.is_null() || !(*trigdesc).trig_update_after_row;
     loop {
-        let h = header_of(table, row, "update");
-        match obstacle(&h, cid, mode, pg_sys::XLTW_Oper::XLTW_Update) {
-            Obstacle::Invisible => invisible("update"),
-            Obstacle::SelfModified => {
-                fill_failure(tmfd, row, &h, true);
-                return TM_SelfModified;
-            }
-            Obstacle::Running(xids, oper) => {
-                if !wait {
-                    fill_failure(tmfd, row, &h, false);
-                    return TM_BeingModified;
-                }
-                wait_for(&xids, rel, row, oper);
+        let mode = if changes_any(table, row, &new_values, key_attrs) { LockTupleExclusive } else { LockTupleNoKeyExclusive };
+        *lockmode = mode;
+        let h = match claim(rel, table, row, cid, mode, pg_sys::XLTW_Oper::XLTW_Update, snapshot, crosscheck, wait, tmfd, "update") {
+            Ok(h) => h,
+            Err(r) => return r,
+        };
+        if in_place_allowed && !changes_any(table, row, &new_values, indexed) {
+            // No indexed column changes: update in place, same row id.
+            let changes = changed_columns(table, row, &new_values);
+            let vals: Vec<Value> = changes.iter().map(|(_, v)| *v).collect();
+            let mut blobs = vec![];
+            table.prepare_blobs(arena, &vals, &mut blobs).or_raise();
+            if !table.update_in_place(arena, row, &h, xid, cid, &changes, &blobs).or_raise() {
+                table.discard_blobs(arena, &blobs);
                 continue;
             }
-            Obstacle::Committed { deleted } => {
-                fill_failure(tmfd, row, &h, false);
-                return if deleted { TM_Deleted } else { TM_Updated };
-            }
-            Obstacle::None => {}
+            crate::undo::remember(table, row, xid);
+            prune(rel, table, row);
+            (*slot).tts_tableOid = (*rel).rd_id;
+            row_to_tid(row, &mut (*slot).tts_tid);
+            *update_indexes = false;
+            pg_sys::pgstat_count_heap_update(rel, true);
+            return TM_Ok;
         }
-        if !crosscheck.is_null() && !Visibility::new(crosscheck).visible(&h, &mut 0) {
-            fill_failure(tmfd, row, &h, false);
-            return TM_Updated;
-        }
-        // Lockers that do not conflict (KEY SHARE under a non-key update)
-        // stay; conflicting ones have finished.
+        // An indexed column changes: a new version at a new row id, so that
+        // index entries pointing here keep naming the old key's row.
         let change = RowChange { xmax: Some((xid, cid)), clear_flags: flag::UPDATED | flag::MOVED, ..Default::default() };
-        if table.modify_row(arena, row, &h, &change).or_raise() {
-            break;
+        if !table.modify_row(arena, row, &h, &change).or_raise() {
+            continue;
         }
+        break;
     }
     // Write the new version, then link the old row to it. Should this fail
     // (out of memory), the transaction aborts and our xmax is ignored.
@@ -584,7 +688,7 @@ unsafe fn add_lock(h: &RowHeader, mode: u32) -> Option<(u32, u32, u32)> {
 pub unsafe extern "C-unwind" fn tuple_lock(
     rel: pg_sys::Relation,
     tid: pg_sys::ItemPointer,
-    _snapshot: pg_sys::Snapshot,
+    snapshot: pg_sys::Snapshot,
     slot: *mut pg_sys::TupleTableSlot,
     cid: pg_sys::CommandId,
     mode: pg_sys::LockTupleMode::Type,
@@ -595,21 +699,25 @@ pub unsafe extern "C-unwind" fn tuple_lock(
     let arena = shmem::arena();
     let table = table_of(rel);
     let follow = flags as u32 & pg_sys::TUPLE_LOCK_FLAG_FIND_LAST_VERSION != 0;
+    // REPEATABLE READ and SERIALIZABLE may only lock what their snapshot
+    // sees; READ COMMITTED locks the newest version (and re-checks it).
+    let xact_snapshot = pg_sys::XactIsoLevel >= 2;
+    let vis = if xact_snapshot { mvcc(snapshot) } else { None };
     let mut row = tid_to_row(tid).unwrap_or(u64::MAX);
     let mut traversed = false;
     loop {
         let h = header_of(table, row, "lock");
-        match obstacle(&h, cid, mode, pg_sys::XLTW_Oper::XLTW_Lock) {
+        match obstacle(&h, cid, mode, pg_sys::XLTW_Oper::XLTW_Lock, vis.as_ref()) {
             Obstacle::Invisible => invisible("lock"),
-            Obstacle::SelfModified => {
-                fill_failure(tmfd, row, &h, true);
+            Obstacle::SelfModified(x, c) => {
+                fill_failure(tmfd, row, &h, Some((x, c)));
                 (*tmfd).traversed = traversed;
                 return TM_SelfModified;
             }
             Obstacle::Running(xids, oper) => {
                 match wait_policy {
                     pg_sys::LockWaitPolicy::LockWaitSkip => {
-                        fill_failure(tmfd, row, &h, false);
+                        fill_failure(tmfd, row, &h, None);
                         return TM_WouldBlock;
                     }
                     pg_sys::LockWaitPolicy::LockWaitError => {
@@ -624,17 +732,30 @@ pub unsafe extern "C-unwind" fn tuple_lock(
                 }
                 continue;
             }
+            Obstacle::Repair(xid) => {
+                table.undo_update(arena, row, xid);
+                continue;
+            }
             Obstacle::Committed { deleted } => {
                 if follow && !deleted && h.flags & flag::MOVED == 0 && h.next < table.nrows() {
                     row = h.next;
                     traversed = true;
                     continue;
                 }
-                fill_failure(tmfd, row, &h, false);
+                fill_failure(tmfd, row, &h, None);
                 (*tmfd).traversed = traversed;
                 return if deleted { TM_Deleted } else { TM_Updated };
             }
             Obstacle::None => {}
+        }
+        // READ COMMITTED meets a version newer than the statement: lock it,
+        // and tell the executor to re-check it (EvalPlanQual).
+        if follow && h.chain != 0 {
+            if let Some(v) = mvcc(snapshot) {
+                if !v.live_visible(&h, &mut 0) && !locked_by_us(&h) {
+                    traversed = true;
+                }
+            }
         }
         if let Some((locker, set, clear)) = add_lock(&h, mode) {
             let change = RowChange { locker: Some(locker), set_flags: set, clear_flags: clear & !set, ..Default::default() };

@@ -8,7 +8,7 @@ use super::{blocks_for_rows, row_to_tid, tid_to_row, ROWS_PER_BLOCK};
 use crate::datum;
 use crate::shmem;
 use crate::storage::table_of;
-use crate::visibility::{xid_state, Visibility, XidState};
+use crate::visibility::{xid_state, Seen, Visibility, XidState};
 use anker_engine::table::{flag, ColCache, Cursor, RowHeader, Table};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -92,24 +92,65 @@ impl Reader {
         let arena = shmem::arena();
         loop {
             let Some(h) = table.cursor_header(arena, &mut self.cur, row) else { return false };
+            // Undo records may be retired while we walk them.
+            let _epoch = (h.chain != 0).then(shmem::enter_epoch);
             let mut hints = 0;
-            let visible = vis.visible(&h, &mut hints);
+            let seen = vis.version(table, &h, &mut hints);
             if hints != 0 {
                 table.set_hint(arena, row, &h, hints);
             }
             if vis.serializable {
-                super::modify::conflict_out(rel, &h, visible, vis.snapshot());
+                super::modify::conflict_out(rel, &h, seen == Seen::Live, vis.snapshot());
             }
-            if !visible {
-                return false;
+            match seen {
+                Seen::None => return false,
+                Seen::Live => self.fill(rel, table, row, slot, Some(&h)),
+                Seen::Older(k) => {
+                    self.fill(rel, table, row, slot, Some(&h));
+                    self.apply_older(table, slot, &h, k);
+                }
             }
-            self.fill(rel, table, row, slot, Some(&h));
             let cols = std::slice::from_raw_parts_mut(self.cols, self.natts);
             if table.cursor_unchanged(arena, &mut self.cur, cols, row, &h) {
                 return true;
             }
             // A writer changed the row while we copied it: read it again.
         }
+    }
+
+    /// Turn the live values in `slot` into those of version `k`: apply the
+    /// before-images of the first `k` undo records, newest first, so the
+    /// oldest one wins. The caller is inside a reclamation epoch.
+    unsafe fn apply_older(&mut self, table: &Table, slot: *mut pg_sys::TupleTableSlot, h: &RowHeader, k: usize) {
+        let arena = shmem::arena();
+        let atts = datum::attrs((*slot).tts_tupleDescriptor);
+        let values = std::slice::from_raw_parts_mut((*slot).tts_values, atts.len());
+        let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, atts.len());
+        let mut images = Vec::new();
+        let mut cur = h.chain;
+        let mut last_creator = (h.xmin, h.cmin);
+        for _ in 0..k {
+            let rec = table.undo_rec(arena, cur);
+            table.before_images(arena, rec, &mut images);
+            for im in &images {
+                let i = im.col;
+                if i >= atts.len() || i >= self.natts || !*self.needed.add(i) {
+                    continue;
+                }
+                match datum::to_datum_buffered(&atts[i], im.value, self.buf.add(i * BUF_PER_ATT)) {
+                    Some(d) => {
+                        values[i] = d;
+                        nulls[i] = false;
+                    }
+                    None => nulls[i] = true,
+                }
+            }
+            last_creator = (rec.xmin, rec.cmin);
+            cur = rec.next.load(std::sync::atomic::Ordering::Acquire);
+        }
+        // System columns describe the version returned.
+        let older = RowHeader { xmin: last_creator.0, cmin: last_creator.1, xmax: 0, cmax: 0, ..*h };
+        super::slot::set_stamps(slot, Some(&older));
     }
 
     /// Store the live values of `row` in `slot`, ignoring visibility.
@@ -309,6 +350,12 @@ pub unsafe extern "C-unwind" fn scan_rescan(
 pub fn restrict_scan(scan: pg_sys::TableScanDesc, wanted: &[bool]) {
     // SAFETY: scan was created by scan_begin.
     unsafe { desc(scan).reader.restrict(wanted) };
+}
+
+/// The next row id of a scan in forward order (parallel scans: this
+/// worker's share), for callers that read rows themselves.
+pub unsafe fn next_row(scan: pg_sys::TableScanDesc) -> Option<u64> {
+    next_candidate(desc(scan), true)
 }
 
 /// The next row id to try, or None at the end of the scan.
@@ -520,8 +567,8 @@ pub unsafe extern "C-unwind" fn tuple_satisfies_snapshot(
     let table = table_of(rel);
     let Some(row) = tid_to_row(&(*slot).tts_tid) else { return false };
     let Some(h) = table.header(shmem::arena(), row) else { return false };
-    let mut hints = 0;
-    Visibility::new(snapshot).visible(&h, &mut hints)
+    let _epoch = (h.chain != 0).then(shmem::enter_epoch);
+    Visibility::new(snapshot).version(table, &h, &mut 0).any()
 }
 
 // ---- bitmap scans -----------------------------------------------------------

@@ -1,0 +1,107 @@
+//! Eager undo of in-place updates when a transaction or savepoint aborts.
+//!
+//! Each backend remembers the rows it updated in place, with the xid that
+//! did it (a subtransaction's own xid). On abort the before-images go back
+//! in reverse order. Readers never depend on this (an aborted creator is
+//! invisible and the chain holds the previous version), and writers and
+//! VACUUM repair what is left over, so the list may stop growing: past
+//! [`MAX_REMEMBERED`] rows, the rest is repaired lazily. After PREPARE the
+//! list is dropped: a later ROLLBACK PREPARED leaves repair to others.
+
+use crate::shmem;
+use anker_engine::table::{Table, TableKey};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+const MAX_REMEMBERED: usize = 1 << 20;
+
+#[derive(Clone, Copy)]
+struct Entry {
+    key: TableKey,
+    row: u64,
+    xid: u32,
+    level: i32,
+}
+
+static mut LIST: Vec<Entry> = Vec::new();
+
+fn list() -> &'static mut Vec<Entry> {
+    // SAFETY: backends are single-threaded; only this module touches it.
+    unsafe { &mut *(&raw mut LIST) }
+}
+
+/// Remember an in-place update of `row` by `xid`.
+pub fn remember(table: &Table, row: u64, xid: u32) {
+    let l = list();
+    if l.len() < MAX_REMEMBERED {
+        // SAFETY: plain accessor of transaction state.
+        let level = unsafe { pg_sys::GetCurrentTransactionNestLevel() };
+        l.push(Entry { key: table.key, row, xid, level });
+    }
+}
+
+fn undo(entries: &[Entry]) {
+    let arena = shmem::arena();
+    let dir = shmem::directory();
+    for e in entries.iter().rev() {
+        if let Some(t) = dir.lookup(arena, &e.key) {
+            t.undo_update(arena, e.row, e.xid);
+        }
+    }
+}
+
+pub fn install_hooks() {
+    // SAFETY: callback registration during postmaster start-up. Registered
+    // after storage's callbacks, so they run first: undo happens before
+    // storage created in the aborted transaction is freed.
+    unsafe {
+        pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    use pg_sys::XactEvent::*;
+    match event {
+        XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
+            shmem::reset_epoch();
+            let l = std::mem::take(list());
+            undo(&l);
+        }
+        XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PREPARE => list().clear(),
+        _ => {}
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn subxact_callback(
+    event: pg_sys::SubXactEvent::Type,
+    _my_subid: pg_sys::SubTransactionId,
+    _parent_subid: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    use pg_sys::SubXactEvent::*;
+    let l = list();
+    if l.is_empty() {
+        return;
+    }
+    let level = pg_sys::GetCurrentTransactionNestLevel();
+    match event {
+        SUBXACT_EVENT_COMMIT_SUB => {
+            for e in l.iter_mut() {
+                if e.level >= level {
+                    e.level = level - 1;
+                }
+            }
+        }
+        SUBXACT_EVENT_ABORT_SUB => {
+            let keep = l.iter().position(|e| e.level >= level).unwrap_or(l.len());
+            let mine: Vec<Entry> = l.drain(keep..).collect();
+            // entries of this level are at the end (deeper levels were
+            // merged or undone already)
+            undo(&mine);
+        }
+        _ => {}
+    }
+}
