@@ -65,8 +65,19 @@ fn table_storage() -> TableIterator<
     TableIterator::new(rows)
 }
 
+/// Event counters of all processes since the server started.
+#[pg_extern]
+fn counters() -> TableIterator<'static, (name!(name, String), name!(value, i64))> {
+    let arena = shmem::arena();
+    TableIterator::new(
+        anker_engine::stats::NAMES.iter().map(|(n, i)| (n.to_string(), arena.counter(*i) as i64)).collect::<Vec<_>>(),
+    )
+}
+
 pgrx::extension_sql!(
     r#"
+CREATE VIEW anker.stats AS SELECT * FROM anker.counters();
+COMMENT ON VIEW anker.stats IS 'anker event counters since server start (all databases)';
 CREATE VIEW anker.memory AS SELECT * FROM anker.memory_usage();
 COMMENT ON VIEW anker.memory IS 'anker arena: limit (anker.memory_limit), bytes in use, peak';
 
@@ -81,5 +92,5 @@ SELECT pg_filenode_relation(
 COMMENT ON VIEW anker.tables IS 'anker tables of the current database and the memory they hold';
 "#,
     name = "views",
-    requires = [memory_usage, table_storage]
+    requires = [memory_usage, table_storage, counters]
 );

@@ -129,6 +129,16 @@ impl Visibility {
         self.snap
     }
 
+    pub fn is_mvcc(&self) -> bool {
+        self.kind == pg_sys::SnapshotType::SNAPSHOT_MVCC
+    }
+
+    /// MVCC: did `xid` (a committed creator) finish before the snapshot,
+    /// so that the snapshot sees it without looking it up?
+    pub fn committed_before_snapshot(&self, xid: u32) -> bool {
+        xid < FIRST_NORMAL_XID || precedes(xid, self.xmin)
+    }
+
     /// `XidInMVCCSnapshot`, answering the common cases without a call:
     /// xids before the snapshot's xmin are not in it, xids from its xmax on
     /// are, and consecutive rows usually share their xid.
@@ -157,6 +167,9 @@ impl Visibility {
     #[inline]
     pub fn version(&self, table: &Table, h: &RowHeader, hints: &mut u32) -> Seen {
         use pg_sys::SnapshotType::*;
+        if self.kind == SNAPSHOT_ANY {
+            return self.any_version(table, h, hints);
+        }
         // The common case: committed creator, never deleted.
         if self.kind == SNAPSHOT_MVCC && h.flags & flag::XMIN_COMMITTED != 0 && h.xmax == INVALID_XID {
             if h.xmin < FIRST_NORMAL_XID || !self.in_snapshot(h.xmin) {
@@ -181,6 +194,36 @@ impl Visibility {
             cur = rec.next.load(std::sync::atomic::Ordering::Acquire);
         }
         Seen::None
+    }
+
+    /// SnapshotAny stands for "the row the TID names". With in-place
+    /// updates one TID names several versions; the one a caller can have
+    /// seen is the newest made by a committed transaction or by ours (the
+    /// executor builds an UPDATE's new row from it, and a concurrent,
+    /// possibly aborting, in-place update must not leak into that).
+    fn any_version(&self, table: &Table, h: &RowHeader, hints: &mut u32) -> Seen {
+        let settled = |xid: u32, flags: u32, hints: &mut u32| {
+            matches!(
+                xid_state(xid, flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, hints),
+                XidState::Committed | XidState::Current
+            )
+        };
+        if h.chain == 0 || settled(h.xmin, h.flags, hints) {
+            return Seen::Live;
+        }
+        let arena = crate::shmem::arena();
+        let mut cur = h.chain;
+        let mut k = 1;
+        while cur != 0 {
+            // SAFETY: chain links are read inside a reclamation epoch.
+            let rec = unsafe { table.undo_rec(arena, cur) };
+            if settled(rec.xmin, rec.xmin_flags, &mut 0) {
+                return Seen::Older(k);
+            }
+            k += 1;
+            cur = rec.next.load(std::sync::atomic::Ordering::Acquire);
+        }
+        Seen::Live
     }
 
     /// Is the live version of the row visible (ignoring older versions)?

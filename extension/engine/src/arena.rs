@@ -158,6 +158,8 @@ struct Header {
     reader_slots_off: u64,
     n_reader_slots: u32,
     _pad: u32,
+    /// Event counters shared by all processes (see [`crate::stats`]).
+    counters: [AtomicU64; 32],
 }
 
 /// A handle on a mapped arena. Cheap to copy around inside one process.
@@ -358,6 +360,9 @@ impl Arena {
         h.root.store(NULL_OFF, Ordering::Relaxed);
         h.generation.store(generation, Ordering::Relaxed);
         h.epoch.store(1, Ordering::Relaxed);
+        for c in h.counters.iter() {
+            c.store(0, Ordering::Relaxed);
+        }
         h.reader_slots_off = std::mem::size_of::<Header>() as u64;
         h.n_reader_slots = n_reader_slots;
         // Data page i (relative) is buddy-aligned to i; carve maximal blocks.
@@ -381,6 +386,17 @@ impl Arena {
 
     pub fn generation(&self) -> u64 {
         self.header().generation.load(Ordering::Relaxed)
+    }
+
+    /// Add `n` to event counter `which` (a [`crate::stats`] constant).
+    #[inline]
+    pub fn count(&self, which: usize, n: u64) {
+        self.header().counters[which].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Current value of event counter `which`.
+    pub fn counter(&self, which: usize) -> u64 {
+        self.header().counters[which].load(Ordering::Relaxed)
     }
 
     pub fn root(&self) -> &AtomicU64 {

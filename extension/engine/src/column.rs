@@ -193,6 +193,7 @@ impl PageTable {
             let new = make_entry((fresh >> PAGE_SHIFT) as u32, epoch);
             match slot.compare_exchange(e, new, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
+                    arena.count(crate::stats::COW_PAGE_COPIES, 1);
                     retire(entry_page(e));
                     return Ok(arena.ptr::<u8>(fresh));
                 }

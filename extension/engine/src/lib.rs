@@ -4,3 +4,4 @@ pub mod sync;
 pub mod column;
 pub mod table;
 pub mod version;
+pub mod stats;

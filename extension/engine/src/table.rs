@@ -652,6 +652,26 @@ impl Table {
         Some(h)
     }
 
+    /// The creator of `row`, read through the cursor (no other checks: for
+    /// blocks a summary vouches for).
+    #[inline]
+    pub fn cursor_xmin(&self, arena: &Arena, cur: &mut Cursor, row: u64) -> u32 {
+        let Some(sp) = cur.stamps.page(arena, &self.stamps, row) else { return 0 };
+        // SAFETY: the page holds rows_per_page stamps.
+        unsafe { &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize) }.xmin.load(Ordering::Acquire)
+    }
+
+    /// True when no page the cursor may cache was replaced since it was
+    /// (re)started; otherwise the cursor is reset.
+    #[inline]
+    pub fn cursor_pages_ok(&self, cur: &mut Cursor, cols: &mut [ColCache]) -> bool {
+        if self.cow_gen.load(Ordering::Acquire) != cur.cow_gen {
+            self.cursor_reset(cur, cols);
+            return false;
+        }
+        true
+    }
+
     /// True when neither the row nor any page the cursor caches changed
     /// since `h` was read. On false, the cursor has been reset: read again.
     #[inline]

@@ -232,6 +232,7 @@ impl Table {
             s.xmax.store(0, Ordering::Relaxed);
             s.xmin.store(xid, Ordering::Release);
         }
+        arena.count(crate::stats::IN_PLACE_UPDATES, 1);
         let flags = (old | flag::HAS_LINKS)
             & !(flag::XMIN_COMMITTED | flag::XMIN_ABORTED | flag::XMAX_COMMITTED | flag::XMAX_ABORTED | flag::LATCH);
         s.flags.store(flags.wrapping_add(flag::SEQ_ONE), Ordering::Release);
@@ -318,6 +319,7 @@ impl Table {
         let flags = (old & !(flag::XMIN_COMMITTED | flag::XMIN_ABORTED | flag::LATCH)) | rec.xmin_flags;
         s.flags.store(flags.wrapping_add(flag::SEQ_ONE), Ordering::Release);
         drop(_g);
+        arena.count(crate::stats::UNDONE_UPDATES, 1);
         // Readers may still be looking at the record or the new blobs.
         self.retire(arena, RetiredKind::Object, h.chain);
         for b in dead_blobs {
@@ -390,6 +392,7 @@ impl Table {
             cur = next;
             n += 1;
         }
+        arena.count(crate::stats::UNDO_RECORDS_PRUNED, n as u64);
         n
     }
 

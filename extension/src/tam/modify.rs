@@ -640,6 +640,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
     (*slot).tts_tableOid = (*rel).rd_id;
     row_to_tid(new_row, &mut (*slot).tts_tid);
     *update_indexes = true;
+    arena.count(anker_engine::stats::NEW_ROW_UPDATES, 1);
     pg_sys::pgstat_count_heap_update(rel, false);
     TM_Ok
 }

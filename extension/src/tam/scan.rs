@@ -9,7 +9,9 @@ use crate::datum;
 use crate::shmem;
 use crate::storage::table_of;
 use crate::visibility::{xid_state, Seen, Visibility, XidState};
+use anker_engine::stats;
 use anker_engine::table::{flag, ColCache, Cursor, RowHeader, Table};
+use anker_engine::version::{summary_clean, SUMMARY_ROWS_SHIFT};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +31,9 @@ const BUF_PER_ATT: usize = datum::MAX_INLINE_FIXED as usize;
 #[repr(C)]
 pub struct Reader {
     cur: Cursor,
+    /// Header of the row last looked at by [`read`](Self::read), if any
+    /// (scans use it to summarise blocks).
+    pub last: Option<RowHeader>,
     natts: usize,
     /// `natts` flags: attributes to fill (the others read as NULL).
     needed: *mut bool,
@@ -53,7 +58,7 @@ impl Reader {
             }
         }
         let buf = pg_sys::palloc0(natts.max(1) * BUF_PER_ATT) as *mut u8;
-        let mut r = Reader { cur: Cursor::NEW, natts, needed, cols, buf };
+        let mut r = Reader { cur: Cursor::NEW, last: None, natts, needed, cols, buf };
         r.reset(table);
         r
     }
@@ -91,13 +96,18 @@ impl Reader {
     ) -> bool {
         let arena = shmem::arena();
         loop {
+            self.last = None;
             let Some(h) = table.cursor_header(arena, &mut self.cur, row) else { return false };
+            self.last = Some(RowHeader { flags: h.flags, ..h });
             // Undo records may be retired while we walk them.
             let _epoch = (h.chain != 0).then(shmem::enter_epoch);
             let mut hints = 0;
             let seen = vis.version(table, &h, &mut hints);
             if hints != 0 {
                 table.set_hint(arena, row, &h, hints);
+                if let Some(l) = self.last.as_mut() {
+                    l.flags |= hints;
+                }
             }
             if vis.serializable {
                 super::modify::conflict_out(rel, &h, seen == Seen::Live, vis.snapshot());
@@ -106,6 +116,7 @@ impl Reader {
                 Seen::None => return false,
                 Seen::Live => self.fill(rel, table, row, slot, Some(&h)),
                 Seen::Older(k) => {
+                    arena.count(stats::CHAIN_WALKS, 1);
                     self.fill(rel, table, row, slot, Some(&h));
                     self.apply_older(table, slot, &h, k);
                 }
@@ -116,6 +127,26 @@ impl Reader {
             }
             // A writer changed the row while we copied it: read it again.
         }
+    }
+
+    /// Store `row` of a block its summary vouches for: committed before the
+    /// snapshot, never deleted, unversioned. No visibility checks; false
+    /// when a writer touched the block meanwhile (the caller then reads
+    /// the row the slow way).
+    #[inline]
+    pub unsafe fn read_clean(
+        &mut self,
+        rel: pg_sys::Relation,
+        table: &Table,
+        row: u64,
+        summary: u64,
+        slot: *mut pg_sys::TupleTableSlot,
+    ) -> bool {
+        let arena = shmem::arena();
+        let h = RowHeader { xmin: table.cursor_xmin(arena, &mut self.cur, row), flags: flag::XMIN_COMMITTED, ..Default::default() };
+        self.fill(rel, table, row, slot, Some(&h));
+        let cols = std::slice::from_raw_parts_mut(self.cols, self.natts);
+        table.cursor_pages_ok(&mut self.cur, cols) && table.block_summary(arena, row >> SUMMARY_ROWS_SHIFT) == summary
     }
 
     /// Turn the live values in `slot` into those of version `k`: apply the
@@ -252,6 +283,15 @@ pub struct ScanDesc {
     block_pos: usize,
     sample_block: u64,
     reader: Reader,
+    /// Block summaries (see `anker_engine::version`): the current block,
+    /// its summary word when we entered it, whether it is read without
+    /// checks, and whether what we read so far keeps it clean.
+    blk: u64,
+    blk_word: u64,
+    blk_fast: bool,
+    blk_clean: bool,
+    blk_rows: u32,
+    blk_max_xmin: u32,
 }
 
 #[inline]
@@ -310,6 +350,12 @@ pub unsafe extern "C-unwind" fn scan_begin(
             block_pos: 0,
             sample_block: 0,
             reader: Reader::new(rel, table),
+            blk: u64::MAX,
+            blk_word: 0,
+            blk_fast: false,
+            blk_clean: false,
+            blk_rows: 0,
+            blk_max_xmin: 0,
         },
     );
     pg_sys::RelationIncrementReferenceCount(rel);
@@ -343,6 +389,7 @@ pub unsafe extern "C-unwind" fn scan_rescan(
     d.par_end = 0;
     d.block_n = 0;
     d.block_pos = 0;
+    d.blk = u64::MAX;
     d.reader.reset(&*d.table);
 }
 
@@ -401,9 +448,18 @@ pub unsafe fn getnext(
 ) -> bool {
     let d = desc(scan);
     let forward = direction != pg_sys::ScanDirection::BackwardScanDirection;
+    // Block summaries need whole blocks in order: forward scans of the
+    // whole table (parallel chunks are whole blocks) with MVCC snapshots.
+    let summarize = forward
+        && d.lo == 0
+        && d.base.rs_flags & pg_sys::ScanOptions::SO_TYPE_TIDRANGESCAN == 0
+        && d.vis.as_ref().is_some_and(|v| v.is_mvcc());
     let mut visited = 0u32;
     loop {
         let Some(row) = next_candidate(d, forward) else {
+            if summarize {
+                d.finish_block();
+            }
             pg_sys::ExecClearTuple(slot);
             return false;
         };
@@ -411,10 +467,87 @@ pub unsafe fn getnext(
         if visited % 8192 == 0 {
             pg_sys::check_for_interrupts!();
         }
-        if d.read(row, slot) {
+        if !summarize {
+            if d.read(row, slot) {
+                return true;
+            }
+            continue;
+        }
+        let block = row >> SUMMARY_ROWS_SHIFT;
+        if block != d.blk {
+            d.finish_block();
+            d.start_block(block);
+        }
+        if d.blk_fast {
+            if d.reader.read_clean(d.base.rs_rd, &*d.table, row, d.blk_word, slot) {
+                return true;
+            }
+            d.blk_fast = false; // a writer came by: check rows from here on
+        }
+        let found = d.read(row, slot);
+        d.track(row);
+        if found {
             return true;
         }
     }
+}
+
+impl ScanDesc {
+    unsafe fn start_block(&mut self, block: u64) {
+        let arena = shmem::arena();
+        let table = &*self.table;
+        let vis = self.vis.as_ref().expect("scan has a snapshot");
+        self.blk = block;
+        self.blk_word = table.block_summary(arena, block);
+        self.blk_fast = summary_clean(self.blk_word).is_some_and(|mx| vis.committed_before_snapshot(mx));
+        // Only a block we see from its first row can be found clean.
+        self.blk_clean = !self.blk_fast && (self.cur < 0 || block << SUMMARY_ROWS_SHIFT == self.next_row_hint());
+        self.blk_rows = 0;
+        self.blk_max_xmin = 0;
+        arena.count(if self.blk_fast { stats::BLOCKS_FAST } else { stats::BLOCKS_CHECKED }, 1);
+    }
+
+    /// The row just handed out (for the clean-block check).
+    fn next_row_hint(&self) -> u64 {
+        if self.parallel.is_null() {
+            self.cur.max(0) as u64
+        } else {
+            self.par_next.saturating_sub(1)
+        }
+    }
+
+    /// Account for the row just read in the current block's cleanliness.
+    fn track(&mut self, _row: u64) {
+        if !self.blk_clean {
+            return;
+        }
+        match &self.reader.last {
+            Some(h)
+                if h.flags & flag::XMIN_COMMITTED != 0
+                    && h.xmax == 0
+                    && h.flags & (flag::HAS_LINKS | flag::SPECULATIVE | flag::VACANT) == 0 =>
+            {
+                self.blk_rows += 1;
+                if h.xmin >= crate::visibility::FIRST_NORMAL_XID
+                    && (self.blk_max_xmin == 0 || precedes(self.blk_max_xmin, h.xmin))
+                {
+                    self.blk_max_xmin = h.xmin;
+                }
+            }
+            _ => self.blk_clean = false,
+        }
+    }
+
+    unsafe fn finish_block(&mut self) {
+        if self.blk != u64::MAX && self.blk_clean && self.blk_rows == 1 << SUMMARY_ROWS_SHIFT {
+            (*self.table).mark_block_clean(shmem::arena(), self.blk, self.blk_word, self.blk_max_xmin.max(1));
+        }
+        self.blk = u64::MAX;
+    }
+}
+
+fn precedes(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
 }
 
 #[pg_guard]

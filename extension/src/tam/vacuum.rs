@@ -114,11 +114,41 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
     let (mut live, mut recently_dead) = (0f64, 0f64);
     // The oldest xid left in the table bounds relfrozenxid.
     let mut oldest_left = oldest_xmin;
+    let mut chains_pruned = 0usize;
     for row in 0..nrows {
         if row % 4096 == 0 {
             pg_sys::vacuum_delay_point();
         }
-        let Some(h) = table.header(arena, row) else { continue };
+        let Some(mut h) = table.header(arena, row) else { continue };
+        if h.chain != 0 {
+            // Put back what aborted in-place updates left, then drop the
+            // versions no snapshot can need any more.
+            let mut hints = 0;
+            while h.chain != 0
+                && xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut hints) == XidState::Aborted
+                && table.undo_update(arena, row, h.xmin)
+            {
+                let Some(again) = table.header(arena, row) else { break };
+                h = again;
+            }
+            let _epoch = shmem::enter_epoch();
+            let removable = |x: u32| precedes(x, oldest_xmin) && pg_sys::TransactionIdDidCommit(x.into());
+            chains_pruned += table.prune_chain(arena, row, &removable);
+            if let Some(again) = table.header(arena, row) {
+                h = again;
+            }
+            // Creators of the versions kept still need their clog entries.
+            let mut cur = h.chain;
+            while cur != 0 {
+                let rec = table.undo_rec(arena, cur);
+                for x in [rec.xmin, rec.superseded_by] {
+                    if x >= FIRST_NORMAL_XID && precedes(x, oldest_left) {
+                        oldest_left = x;
+                    }
+                }
+                cur = rec.next.load(std::sync::atomic::Ordering::Acquire);
+            }
+        }
         let f = fate(&h, oldest_xmin);
         match f {
             Fate::Dead => {
@@ -215,6 +245,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         false,
     );
     pg_sys::pgstat_report_vacuum((*rel).rd_id, (*(*rel).rd_rel).relisshared, live as i64, recently_dead as i64);
+    pgrx::debug1!("anker: vacuumed {} dead rows, pruned {} version records", dead.len(), chains_pruned);
 }
 
 /// Copy rows (`rows`, in order) of `src` into `dst`, keeping stamps and

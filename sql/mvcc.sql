@@ -1,0 +1,110 @@
+-- HyPer-style MVCC: in-place updates with undo chains, undo on abort,
+-- long chains under an old snapshot, pruning, block summaries, 2PC.
+CREATE EXTENSION IF NOT EXISTS dblink;
+CREATE TABLE mv (id int PRIMARY KEY, k int, v int, t text) USING anker;
+CREATE INDEX mv_k ON mv (k);
+INSERT INTO mv SELECT g, g, g * 10, 'row ' || g FROM generate_series(1, 10000) g;
+CREATE FUNCTION counter(n text) RETURNS bigint LANGUAGE sql AS $$ SELECT value FROM anker.stats WHERE name = n $$;
+
+-- an update of non-indexed columns stays at the same TID ...
+SELECT ctid AS tid_before FROM mv WHERE id = 1 \gset
+SELECT counter('in_place_updates') AS ip0 \gset
+UPDATE mv SET v = v + 1, t = 'a longer text value than sixteen bytes' WHERE id = 1;
+SELECT ctid = :'tid_before' AS same_tid, v, t FROM mv WHERE id = 1;
+SELECT counter('in_place_updates') - :ip0 AS in_place;
+-- ... an update of an indexed column moves the row
+UPDATE mv SET k = -1 WHERE id = 1;
+SELECT ctid <> :'tid_before' AS moved, k FROM mv WHERE id = 1;
+SET enable_seqscan = off;
+SELECT id, k FROM mv WHERE k = -1;
+SELECT count(*) FROM mv WHERE k = 1;
+RESET enable_seqscan;
+
+-- abort and ROLLBACK TO SAVEPOINT put the before-images back
+BEGIN;
+UPDATE mv SET v = 0, t = NULL WHERE id BETWEEN 2 AND 5;
+SAVEPOINT s;
+UPDATE mv SET v = -1 WHERE id = 6;
+UPDATE mv SET v = -2 WHERE id = 6;
+ROLLBACK TO s;
+SELECT id, v, t FROM mv WHERE id BETWEEN 2 AND 6 ORDER BY id;
+ROLLBACK;
+SELECT id, v, t FROM mv WHERE id BETWEEN 2 AND 6 ORDER BY id;
+-- the same command cannot see its own in-place update
+UPDATE mv SET v = v + 1 FROM generate_series(1, 3) g WHERE mv.id = 7;
+SELECT v FROM mv WHERE id = 7;
+-- a cursor keeps reading the version of its snapshot
+BEGIN;
+DECLARE c CURSOR FOR SELECT id, v FROM mv WHERE id BETWEEN 8 AND 9 ORDER BY id;
+UPDATE mv SET v = 999 WHERE id BETWEEN 8 AND 9;
+FETCH ALL c;
+SELECT id, v FROM mv WHERE id BETWEEN 8 AND 9 ORDER BY id;
+COMMIT;
+
+-- a row updated 10,000 times while an old REPEATABLE READ snapshot stays
+-- open: the old snapshot still reads its version
+SELECT format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
+              split_part(current_setting('unix_socket_directories'), ',', 1)) AS conn \gset
+SELECT dblink_connect('old', :'conn');
+SELECT dblink_exec('old', 'BEGIN ISOLATION LEVEL REPEATABLE READ');
+SELECT * FROM dblink('old', 'SELECT v FROM mv WHERE id = 100') AS t(v int);
+SELECT used_bytes AS before_bytes FROM anker.memory \gset
+CREATE PROCEDURE hammer(n int) LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..n LOOP
+    UPDATE mv SET v = v + 1, t = 'version ' || i WHERE id = 100;
+    COMMIT;
+  END LOOP;
+END $$;
+CALL hammer(10000);
+SELECT v, t FROM mv WHERE id = 100;
+SELECT * FROM dblink('old', 'SELECT v, t FROM mv WHERE id = 100') AS t(v int, t text);
+SELECT * FROM dblink('old', 'SELECT count(*), sum(v) FROM mv') AS t(n bigint, s bigint);
+SELECT used_bytes > :before_bytes + 100000 AS chain_uses_memory FROM anker.memory;
+SELECT dblink_exec('old', 'COMMIT');
+SELECT dblink_disconnect('old');
+-- once the snapshot is gone, VACUUM frees the chain
+SELECT counter('undo_records_pruned') AS pr0 \gset
+VACUUM mv;
+SELECT counter('undo_records_pruned') - :pr0 >= 9999 AS chain_pruned;
+SELECT used_bytes <= :before_bytes + 262144 AS memory_back FROM anker.memory;
+SELECT v, t FROM mv WHERE id = 100;
+
+-- block summaries: a table nobody writes is read without per-row checks
+CREATE TABLE quiet (a int, b float8) USING anker;
+INSERT INTO quiet SELECT g, g FROM generate_series(1, 40960) g;
+VACUUM quiet;
+SELECT count(*), sum(b) FROM quiet;          -- sets the summaries
+SELECT counter('blocks_read_without_checks') AS fast0 \gset
+SELECT count(*), sum(b) FROM quiet;
+SELECT counter('blocks_read_without_checks') - :fast0 AS fast_blocks;
+UPDATE quiet SET b = b + 1 WHERE a = 5000;     -- touches one block
+SELECT counter('blocks_read_without_checks') AS fast1 \gset
+SELECT count(*), sum(b) FROM quiet;
+SELECT counter('blocks_read_without_checks') - :fast1 AS fast_blocks_after_write;
+-- an old snapshot does not use summaries newer than itself
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT sum(b) FROM quiet;
+SELECT dblink_exec(:'conn', 'UPDATE quiet SET b = 0 WHERE a <= 4096');
+SELECT sum(b) FROM quiet;
+COMMIT;
+SELECT sum(b) FROM quiet;
+
+-- two-phase commit with in-place updates
+BEGIN;
+UPDATE mv SET v = -100 WHERE id = 200;
+PREPARE TRANSACTION 'tp1';
+SELECT v FROM mv WHERE id = 200;
+COMMIT PREPARED 'tp1';
+SELECT v FROM mv WHERE id = 200;
+BEGIN;
+UPDATE mv SET v = -200 WHERE id = 201;
+PREPARE TRANSACTION 'tp2';
+ROLLBACK PREPARED 'tp2';
+SELECT v FROM mv WHERE id = 201;
+UPDATE mv SET v = v + 1 WHERE id = 201;      -- the next writer repairs the row
+SELECT v FROM mv WHERE id = 201;
+
+DROP TABLE mv, quiet;
+DROP PROCEDURE hammer;
+DROP FUNCTION counter;
