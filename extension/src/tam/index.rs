@@ -1,7 +1,7 @@
 //! Index support: fetching rows by TID for index scans, building indexes,
 //! and answering the index AMs' deletion questions.
 
-use super::scan::{fetch_into, Reader};
+use super::scan::Reader;
 use super::{row_to_tid, tid_to_row, ROWS_PER_BLOCK};
 use crate::shmem;
 use crate::storage::table_of;
@@ -14,13 +14,16 @@ use pgrx::prelude::*;
 struct IndexFetch {
     base: pg_sys::IndexFetchTableData,
     table: *const Table,
+    /// Reused for every fetch: values stay valid until the next one, which
+    /// is what an index scan's slot promises.
+    reader: Reader,
 }
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn index_fetch_begin(rel: pg_sys::Relation) -> *mut pg_sys::IndexFetchTableData {
+    let table = table_of(rel);
     let f = pg_sys::palloc0(std::mem::size_of::<IndexFetch>()) as *mut IndexFetch;
-    (*f).base.rel = rel;
-    (*f).table = table_of(rel);
+    std::ptr::write(f, IndexFetch { base: pg_sys::IndexFetchTableData { rel }, table, reader: Reader::new(rel, table) });
     f as *mut pg_sys::IndexFetchTableData
 }
 
@@ -41,7 +44,7 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
     call_again: *mut bool,
     all_dead: *mut bool,
 ) -> bool {
-    let f = &*(scan as *mut IndexFetch);
+    let f = &mut *(scan as *mut IndexFetch);
     let table = &*f.table;
     // No HOT chains: one TID, one row.
     *call_again = false;
@@ -53,7 +56,7 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
     if row >= table.nrows() {
         return false;
     }
-    fetch_into(f.base.rel, table, row, &Visibility::new(snapshot), slot)
+    f.reader.read(f.base.rel, table, row, &Visibility::new(snapshot), slot)
 }
 
 /// No index entry is ever reported as deletable: anker keeps no per-TID
