@@ -5,3 +5,4 @@ pub mod column;
 pub mod table;
 pub mod version;
 pub mod stats;
+pub mod snapshot;

@@ -87,17 +87,51 @@ pub enum ValueRef {
 pub struct PageCache {
     idx: u64,
     ptr: *mut u8,
+    /// When set, pages come from a snapshot's frozen array, not the live
+    /// page table.
+    frozen: *const u32,
+    nfrozen: u64,
 }
 
 impl PageCache {
-    pub const EMPTY: PageCache = PageCache { idx: u64::MAX, ptr: std::ptr::null_mut() };
+    pub const EMPTY: PageCache = PageCache { idx: u64::MAX, ptr: std::ptr::null_mut(), frozen: std::ptr::null(), nfrozen: 0 };
+
+    /// Forget the cached page (keeps the frozen source).
+    fn forget(&mut self) {
+        self.idx = u64::MAX;
+        self.ptr = std::ptr::null_mut();
+    }
+
+    fn freeze(&mut self, f: Option<crate::snapshot::Frozen>) {
+        self.forget();
+        match f {
+            Some(f) => {
+                self.frozen = f.pages;
+                self.nfrozen = f.npages;
+            }
+            None => {
+                // a part the snapshot lacks reads as absent
+                static ABSENT: [u32; 1] = [0];
+                self.frozen = ABSENT.as_ptr();
+                self.nfrozen = 0;
+            }
+        }
+    }
 
     #[inline(always)]
     fn page(&mut self, arena: &Arena, pt: &PageTable, row: u64) -> Option<*mut u8> {
         let idx = row >> pt.rows_shift();
         if idx != self.idx {
             self.idx = idx;
-            self.ptr = pt.page_for_row(arena, row).unwrap_or(std::ptr::null_mut());
+            self.ptr = if self.frozen.is_null() {
+                pt.page_for_row(arena, row).unwrap_or(std::ptr::null_mut())
+            } else if idx < self.nfrozen {
+                // SAFETY: the frozen array has nfrozen entries.
+                let p = unsafe { *self.frozen.add(idx as usize) };
+                if p == 0 { std::ptr::null_mut() } else { arena.ptr::<u8>(crate::column::page_no_off(p)) }
+            } else {
+                std::ptr::null_mut()
+            };
         }
         if self.ptr.is_null() {
             None
@@ -115,10 +149,39 @@ pub struct Cursor {
     stamps: PageCache,
     cids: PageCache,
     links: PageCache,
+    summaries: PageCache,
+    /// Reading a snapshot: nothing changes under the cursor.
+    frozen: bool,
 }
 
 impl Cursor {
-    pub const NEW: Cursor = Cursor { cow_gen: u64::MAX, stamps: PageCache::EMPTY, cids: PageCache::EMPTY, links: PageCache::EMPTY };
+    pub const NEW: Cursor = Cursor {
+        cow_gen: u64::MAX,
+        stamps: PageCache::EMPTY,
+        cids: PageCache::EMPTY,
+        links: PageCache::EMPTY,
+        summaries: PageCache::EMPTY,
+        frozen: false,
+    };
+
+    pub(crate) fn freeze(
+        &mut self,
+        stamps: Option<crate::snapshot::Frozen>,
+        cids: Option<crate::snapshot::Frozen>,
+        links: Option<crate::snapshot::Frozen>,
+        summaries: Option<crate::snapshot::Frozen>,
+    ) {
+        self.stamps.freeze(stamps);
+        self.cids.freeze(cids);
+        self.links.freeze(links);
+        self.summaries.freeze(summaries);
+        self.frozen = true;
+    }
+
+    /// Does the cursor read a snapshot?
+    pub fn is_frozen(&self) -> bool {
+        self.frozen
+    }
 }
 
 /// A user column's cached pages.
@@ -129,6 +192,13 @@ pub struct ColCache {
     width_shift: u32,
     values: PageCache,
     nulls: PageCache,
+}
+
+impl ColCache {
+    pub(crate) fn freeze(&mut self, values: Option<crate::snapshot::Frozen>, nulls: Option<crate::snapshot::Frozen>) {
+        self.values.freeze(values);
+        self.nulls.freeze(nulls);
+    }
 }
 
 pub mod flag {
@@ -295,6 +365,9 @@ pub struct Table {
     pub links: PageTable,
     /// Per block of 4096 rows, a [`crate::version`] summary word.
     pub summaries: PageTable,
+    /// Live snapshots of the table (a list through `Snapshot::next`).
+    pub(crate) snap_lock: SpinLock,
+    pub(crate) snapshots: AtomicU64,
 }
 
 fn write_fixed(dst: *mut u8, width: usize, src: &[u8]) {
@@ -339,6 +412,8 @@ impl Table {
             (*t).cids.init(3);
             (*t).links.init(4);
             (*t).summaries.init(3);
+            (*t).snap_lock.init();
+            (*t).snapshots = AtomicU64::new(NULL_OFF);
             &mut *t
         };
         let cols = match table.heap.alloc(arena, MAX_COLUMNS * 8) {
@@ -597,12 +672,13 @@ impl Table {
     /// Start (or restart) a cursor: forget cached pages.
     pub fn cursor_reset(&self, cur: &mut Cursor, cols: &mut [ColCache]) {
         cur.cow_gen = self.cow_gen.load(Ordering::Acquire);
-        cur.stamps = PageCache::EMPTY;
-        cur.cids = PageCache::EMPTY;
-        cur.links = PageCache::EMPTY;
+        cur.stamps.forget();
+        cur.cids.forget();
+        cur.links.forget();
+        cur.summaries.forget();
         for c in cols.iter_mut() {
-            c.values = PageCache::EMPTY;
-            c.nulls = PageCache::EMPTY;
+            c.values.forget();
+            c.nulls.forget();
         }
     }
 
@@ -665,6 +741,9 @@ impl Table {
     /// (re)started; otherwise the cursor is reset.
     #[inline]
     pub fn cursor_pages_ok(&self, cur: &mut Cursor, cols: &mut [ColCache]) -> bool {
+        if cur.frozen {
+            return true;
+        }
         if self.cow_gen.load(Ordering::Acquire) != cur.cow_gen {
             self.cursor_reset(cur, cols);
             return false;
@@ -676,6 +755,9 @@ impl Table {
     /// since `h` was read. On false, the cursor has been reset: read again.
     #[inline]
     pub fn cursor_unchanged(&self, arena: &Arena, cur: &mut Cursor, cols: &mut [ColCache], row: u64, h: &RowHeader) -> bool {
+        if cur.frozen {
+            return true;
+        }
         std::sync::atomic::fence(Ordering::Acquire);
         if self.cow_gen.load(Ordering::Acquire) != cur.cow_gen {
             self.cursor_reset(cur, cols);
@@ -687,10 +769,28 @@ impl Table {
         (s.flags.load(Ordering::Acquire) & flag::SEQ_CHECK) == (h.flags & flag::SEQ_CHECK)
     }
 
+    /// The summary word of `block` as the cursor sees it (frozen or live).
+    #[inline]
+    pub fn cursor_summary(&self, arena: &Arena, cur: &mut Cursor, block: u64) -> u64 {
+        match cur.summaries.page(arena, &self.summaries, block) {
+            // SAFETY: the page holds rows_per_page summary words.
+            Some(p) => unsafe {
+                (*(p as *const AtomicU64).add((block & (self.summaries.rows_per_page() - 1)) as usize)).load(Ordering::Acquire)
+            },
+            None => 0,
+        }
+    }
+
     /// Prepare a column cache for column `col`.
     pub fn col_cache(&self, arena: &Arena, col: usize) -> ColCache {
         let c = self.column(arena, col);
-        ColCache { col: c as *const Column, kind: c.spec_kind, width_shift: c.width_shift, values: PageCache::EMPTY, nulls: PageCache::EMPTY }
+        ColCache {
+            col: c as *const Column,
+            kind: c.spec_kind,
+            width_shift: c.width_shift,
+            values: PageCache::EMPTY,
+            nulls: PageCache::EMPTY,
+        }
     }
 
     /// Read a value through a column cache.
@@ -1532,7 +1632,7 @@ mod tests {
         }
         let released = t.release_vacant_pages(&a);
         assert!(released > 0);
-        t.reclaim_retired(&a, u32::MAX);
+        t.reclaim(&a);
         assert!(t.bytes() < full / 4, "{} of {} bytes left", t.bytes(), full);
         // inserts reuse vacant row ids before growing the table
         for i in 0..1000u64 {

@@ -241,7 +241,7 @@ proptest! {
                 }
             }
         }
-        table.reclaim_retired(&arena, u32::MAX);
+        table.reclaim(&arena);
     }
 }
 

@@ -1,0 +1,374 @@
+//! Virtual snapshots of columns (DESIGN §5).
+//!
+//! A snapshot freezes some columns of a table (always with the system
+//! columns) as they are at one instant, while writers go on. It is a set of
+//! flat page arrays, one per captured page table. Providers:
+//!
+//! * [`Method::Cow`]: the arrays point at the live pages, and the table's
+//!   snapshot epoch moves on; a writer that meets a page born before a live
+//!   snapshot's epoch copies it first (`PageTable::page_for_write`). Creating
+//!   one copies page numbers only.
+//! * [`Method::Memcpy`]: the arrays point at private copies of every page
+//!   (the physical-snapshot baseline).
+//!
+//! Creation takes the table's latch exclusively, so no row is captured half
+//! written. Snapshots are reference-counted; the last release frees the
+//! arrays and private pages, lowers the copy-on-write horizon, and lets
+//! memory retired while the snapshot lived (replaced pages, undo records,
+//! blobs) be reclaimed.
+
+use crate::arena::{AllocResult, Arena, Off, PageOwner, NULL_OFF, PAGE_SIZE};
+use crate::column::{page_no_off, PageTable};
+use crate::table::{ColCache, Cursor, Table};
+use crate::version::SUMMARY_ROWS_SHIFT;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Method {
+    Cow = 0,
+    Memcpy = 1,
+}
+
+/// Part ids for the system page tables; user columns use their index.
+pub const PART_STAMPS: u32 = u32::MAX;
+pub const PART_CIDS: u32 = u32::MAX - 1;
+pub const PART_LINKS: u32 = u32::MAX - 2;
+pub const PART_SUMMARIES: u32 = u32::MAX - 3;
+/// A user column's null bitmap: `PART_NULLS_BIT | column`.
+pub const PART_NULLS_BIT: u32 = 1 << 30;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Part {
+    which: u32,
+    _pad: u32,
+    npages: u64,
+    /// `[u32; npages]`: arena page numbers, 0 for missing pages.
+    pages: Off,
+}
+
+#[repr(C)]
+pub struct Snapshot {
+    pub id: u64,
+    /// The table's snapshot epoch this snapshot created.
+    pub epoch: u32,
+    pub method: u32,
+    pub refs: AtomicU32,
+    nparts: u32,
+    /// Rows covered (the table's row count at creation).
+    pub nrows: u64,
+    /// Creation time (µs since the Unix epoch) and how long it took (ns).
+    pub created_us: u64,
+    pub create_ns: u64,
+    /// Caller's ordering stamp (PostgreSQL's transaction completion count
+    /// at creation): which queries may reuse the snapshot.
+    pub completion: u64,
+    /// Page numbers captured, and pages copied (memcpy at creation; for
+    /// cow, the table's copy-on-write count when created).
+    pub pages_captured: u64,
+    pub pages_copied: u64,
+    pub cow_at_create: u64,
+    next: AtomicU64,
+    /// Private page copies (memcpy).
+    owner: PageOwner,
+    parts: Off,
+}
+
+impl Snapshot {
+    fn parts<'a>(&self, arena: &'a Arena) -> &'a [Part] {
+        // SAFETY: `parts` holds `nparts` entries for the snapshot's life.
+        unsafe { std::slice::from_raw_parts(arena.ptr::<Part>(self.parts), self.nparts as usize) }
+    }
+
+    /// The user columns captured.
+    pub fn columns(&self, arena: &Arena) -> Vec<usize> {
+        self.parts(arena)
+            .iter()
+            .filter(|p| p.which < PART_NULLS_BIT)
+            .map(|p| p.which as usize)
+            .collect()
+    }
+
+    pub fn covers(&self, arena: &Arena, cols: &[usize]) -> bool {
+        let have = self.columns(arena);
+        cols.iter().all(|c| have.contains(c))
+    }
+
+    fn part<'a>(&self, arena: &'a Arena, which: u32) -> Option<&'a Part> {
+        self.parts(arena).iter().find(|p| p.which == which)
+    }
+}
+
+/// A frozen page array, as cursors use it.
+#[derive(Clone, Copy, Debug)]
+pub struct Frozen {
+    pub pages: *const u32,
+    pub npages: u64,
+}
+
+fn now_us() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
+}
+
+impl Table {
+    fn page_table_of<'a>(&'a self, arena: &'a Arena, which: u32) -> &'a PageTable {
+        match which {
+            PART_STAMPS => &self.stamps,
+            PART_CIDS => &self.cids,
+            PART_LINKS => &self.links,
+            PART_SUMMARIES => &self.summaries,
+            w if w & PART_NULLS_BIT != 0 => &self.column(arena, (w & !PART_NULLS_BIT) as usize).nulls,
+            w => &self.column(arena, w as usize).values,
+        }
+    }
+
+    /// Freeze the system columns and user columns `cols` as they are now.
+    pub fn create_snapshot(
+        &self,
+        arena: &Arena,
+        cols: &[usize],
+        method: Method,
+        completion: u64,
+    ) -> AllocResult<Off> {
+        let started = std::time::Instant::now();
+        let mut which: Vec<u32> = vec![PART_STAMPS, PART_CIDS, PART_LINKS, PART_SUMMARIES];
+        for &c in cols {
+            which.push(c as u32);
+            which.push(PART_NULLS_BIT | c as u32);
+        }
+        let off = self.heap.alloc(arena, std::mem::size_of::<Snapshot>())?;
+        let parts_off = match self.heap.alloc(arena, which.len() * std::mem::size_of::<Part>()) {
+            Ok(p) => p,
+            Err(e) => {
+                self.heap.free(arena, off);
+                return Err(e);
+            }
+        };
+        // SAFETY: fresh allocations, ours until published.
+        let snap = unsafe {
+            let s = arena.ptr::<Snapshot>(off);
+            std::ptr::write(
+                s,
+                Snapshot {
+                    id: 0,
+                    epoch: 0,
+                    method: method as u32,
+                    refs: AtomicU32::new(1),
+                    nparts: 0,
+                    nrows: 0,
+                    created_us: now_us(),
+                    create_ns: 0,
+                    completion,
+                    pages_captured: 0,
+                    pages_copied: 0,
+                    cow_at_create: 0,
+                    next: AtomicU64::new(NULL_OFF),
+                    owner: PageOwner::new(),
+                    parts: parts_off,
+                },
+            );
+            &mut *s
+        };
+        let result = (|| -> AllocResult<()> {
+            let _g = self.latch.exclusive();
+            let nrows = self.nrows();
+            snap.nrows = nrows;
+            snap.epoch = self.snap_epoch.fetch_add(1, Ordering::AcqRel) + 1;
+            snap.cow_at_create = arena.counter(crate::stats::COW_PAGE_COPIES);
+            for &w in &which {
+                let pt = self.page_table_of(arena, w);
+                let units = if w == PART_SUMMARIES { nrows.div_ceil(1 << SUMMARY_ROWS_SHIFT) } else { nrows };
+                let npages = units.div_ceil(pt.rows_per_page());
+                let pages = self.heap.alloc(arena, (npages as usize * 4).max(4))?;
+                // SAFETY: fresh allocation of npages u32s.
+                let arr = unsafe { std::slice::from_raw_parts_mut(arena.ptr::<u32>(pages), npages as usize) };
+                pt.copy_pages(arena, npages, arr);
+                snap.pages_captured += npages;
+                if method == Method::Memcpy {
+                    for p in arr.iter_mut().filter(|p| **p != 0) {
+                        let copy = match arena.alloc_pages(&snap.owner, 1) {
+                            Ok(c) => c,
+                            Err(e) => {
+                                self.heap.free(arena, pages);
+                                return Err(e);
+                            }
+                        };
+                        // SAFETY: both are whole pages; the source is
+                        // stable under the exclusive latch.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(arena.ptr::<u8>(page_no_off(*p)), arena.ptr::<u8>(copy), PAGE_SIZE)
+                        };
+                        *p = (copy >> crate::arena::PAGE_SHIFT) as u32;
+                        snap.pages_copied += 1;
+                    }
+                } else {
+                    pt.set_shared_epoch(snap.epoch);
+                }
+                // SAFETY: parts_off holds which.len() entries.
+                unsafe {
+                    *arena.ptr::<Part>(parts_off).add(snap.nparts as usize) = Part { which: w, _pad: 0, npages, pages };
+                }
+                snap.nparts += 1;
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            self.free_snapshot(arena, snap, off);
+            self.refresh_shared_epochs(arena);
+            return Err(e);
+        }
+        arena.count(crate::stats::SNAPSHOTS_CREATED, 1);
+        arena.count(crate::stats::SNAPSHOT_PAGES_SHARED, if method == Method::Cow { snap.pages_captured } else { 0 });
+        snap.id = arena.counter(crate::stats::SNAPSHOTS_CREATED);
+        snap.create_ns = started.elapsed().as_nanos() as u64;
+        let _g = self.snap_lock.lock();
+        snap.next.store(self.snapshots.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.snapshots.store(off, Ordering::Release);
+        Ok(off)
+    }
+
+    /// A live snapshot made with `method` that covers `cols` and was created
+    /// at or after `min_completion`; it gains a reference.
+    pub fn find_snapshot(&self, arena: &Arena, cols: &[usize], method: Method, min_completion: u64) -> Option<Off> {
+        let _g = self.snap_lock.lock();
+        let mut cur = self.snapshots.load(Ordering::Relaxed);
+        while cur != NULL_OFF {
+            // SAFETY: listed snapshots are live.
+            let s = unsafe { arena.get::<Snapshot>(cur) };
+            if s.method == method as u32 && s.completion >= min_completion && s.covers(arena, cols) {
+                s.refs.fetch_add(1, Ordering::AcqRel);
+                arena.count(crate::stats::SNAPSHOTS_REUSED, 1);
+                return Some(cur);
+            }
+            cur = s.next.load(Ordering::Relaxed);
+        }
+        None
+    }
+
+    /// Take another reference to a live snapshot (a parallel worker).
+    /// False when it is gone.
+    pub fn attach_snapshot(&self, arena: &Arena, id: u64) -> Option<Off> {
+        let _g = self.snap_lock.lock();
+        let mut cur = self.snapshots.load(Ordering::Relaxed);
+        while cur != NULL_OFF {
+            // SAFETY: listed snapshots are live.
+            let s = unsafe { arena.get::<Snapshot>(cur) };
+            if s.id == id {
+                s.refs.fetch_add(1, Ordering::AcqRel);
+                return Some(cur);
+            }
+            cur = s.next.load(Ordering::Relaxed);
+        }
+        None
+    }
+
+    /// Drop a reference; the last one frees the snapshot.
+    pub fn release_snapshot(&self, arena: &Arena, off: Off) {
+        // SAFETY: the caller holds a reference, so the snapshot is live.
+        let s = unsafe { arena.get::<Snapshot>(off) };
+        {
+            let _g = self.snap_lock.lock();
+            if s.refs.fetch_sub(1, Ordering::AcqRel) != 1 {
+                return;
+            }
+            // unlink
+            let mut link: &AtomicU64 = &self.snapshots;
+            let mut cur = link.load(Ordering::Relaxed);
+            while cur != NULL_OFF && cur != off {
+                // SAFETY: listed snapshots are live.
+                link = unsafe { &arena.get::<Snapshot>(cur).next };
+                cur = link.load(Ordering::Relaxed);
+            }
+            link.store(s.next.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        // SAFETY: unlinked with no references left: ours alone.
+        let snap = unsafe { &mut *arena.ptr::<Snapshot>(off) };
+        self.free_snapshot(arena, snap, off);
+        self.refresh_shared_epochs(arena);
+        self.reclaim(arena);
+    }
+
+    fn free_snapshot(&self, arena: &Arena, snap: &mut Snapshot, off: Off) {
+        for p in snap.parts(arena).to_vec() {
+            self.heap.free(arena, p.pages);
+        }
+        arena.free_owner(&snap.owner);
+        self.heap.free(arena, snap.parts);
+        self.heap.free(arena, off);
+    }
+
+    /// Recompute each page table's copy-on-write horizon from the live
+    /// copy-on-write snapshots that cover it.
+    fn refresh_shared_epochs(&self, arena: &Arena) {
+        let _g = self.snap_lock.lock();
+        let mut epochs: Vec<(u32, u32)> = vec![];
+        let mut cur = self.snapshots.load(Ordering::Relaxed);
+        while cur != NULL_OFF {
+            // SAFETY: listed snapshots are live.
+            let s = unsafe { arena.get::<Snapshot>(cur) };
+            if s.method == Method::Cow as u32 {
+                for p in s.parts(arena) {
+                    epochs.push((p.which, s.epoch));
+                }
+            }
+            cur = s.next.load(Ordering::Relaxed);
+        }
+        let max_for = |w: u32| epochs.iter().filter(|(x, _)| *x == w).map(|(_, e)| *e).max().unwrap_or(0);
+        for w in [PART_STAMPS, PART_CIDS, PART_LINKS, PART_SUMMARIES] {
+            self.page_table_of(arena, w).set_shared_epoch(max_for(w));
+        }
+        for c in 0..self.ncols() {
+            self.page_table_of(arena, c as u32).set_shared_epoch(max_for(c as u32));
+            self.page_table_of(arena, PART_NULLS_BIT | c as u32).set_shared_epoch(max_for(PART_NULLS_BIT | c as u32));
+        }
+    }
+
+    /// Epoch of the oldest live snapshot, or u32::MAX.
+    pub fn oldest_snapshot_epoch(&self, arena: &Arena) -> u32 {
+        let _g = self.snap_lock.lock();
+        let mut oldest = u32::MAX;
+        let mut cur = self.snapshots.load(Ordering::Relaxed);
+        while cur != NULL_OFF {
+            // SAFETY: listed snapshots are live.
+            let s = unsafe { arena.get::<Snapshot>(cur) };
+            oldest = oldest.min(s.epoch);
+            cur = s.next.load(Ordering::Relaxed);
+        }
+        oldest
+    }
+
+    /// Free retired memory no snapshot or reader can still reach.
+    pub fn reclaim(&self, arena: &Arena) -> usize {
+        self.reclaim_retired(arena, self.oldest_snapshot_epoch(arena))
+    }
+
+    /// Visit the live snapshots.
+    pub fn for_each_snapshot(&self, arena: &Arena, mut f: impl FnMut(&Snapshot)) {
+        let _g = self.snap_lock.lock();
+        let mut cur = self.snapshots.load(Ordering::Relaxed);
+        while cur != NULL_OFF {
+            // SAFETY: listed snapshots are live.
+            let s = unsafe { arena.get::<Snapshot>(cur) };
+            f(s);
+            cur = s.next.load(Ordering::Relaxed);
+        }
+    }
+
+    /// The snapshot at `off` (the caller holds a reference).
+    pub fn snapshot<'a>(&self, arena: &'a Arena, off: Off) -> &'a Snapshot {
+        // SAFETY: a referenced snapshot is live.
+        unsafe { arena.get::<Snapshot>(off) }
+    }
+
+    /// Point a cursor and column caches at a snapshot's frozen pages.
+    pub fn bind_snapshot(&self, arena: &Arena, snap: &Snapshot, cur: &mut Cursor, cols: &mut [(usize, &mut ColCache)]) {
+        let frozen = |w: u32| {
+            snap.part(arena, w).map(|p| Frozen { pages: arena.ptr::<u32>(p.pages) as *const u32, npages: p.npages })
+        };
+        cur.freeze(frozen(PART_STAMPS), frozen(PART_CIDS), frozen(PART_LINKS), frozen(PART_SUMMARIES));
+        for (c, cc) in cols.iter_mut() {
+            cc.freeze(frozen(*c as u32), frozen(PART_NULLS_BIT | *c as u32));
+        }
+    }
+}

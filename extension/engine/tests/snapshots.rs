@@ -1,0 +1,192 @@
+//! Virtual snapshots: frozen content under concurrent writes, copy-on-write
+//! accounting, memcpy snapshots, and no leaks under churn.
+
+use anker_engine::arena::Arena;
+use anker_engine::snapshot::Method;
+use anker_engine::table::{flag, ColumnSpec, Cursor, Directory, RowChange, Table, Value, ValueRef};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+fn setup(mb: u64) -> Arena {
+    let a = Arena::create_private(mb << 20).unwrap();
+    a.format(8).unwrap();
+    Directory::create(&a, 64).unwrap();
+    a
+}
+
+fn insert(a: &Arena, t: &Table, v: u64, xid: u32) -> u64 {
+    let text = format!("value {v} with some padding to be a blob");
+    let vals = [Value::Fixed(&v.to_ne_bytes()), Value::Blob(text.as_bytes())];
+    let mut blobs = vec![];
+    t.prepare_blobs(a, &vals, &mut blobs).unwrap();
+    let mut out = vec![];
+    t.insert_rows(a, &[&vals], &blobs, xid, 0, flag::XMIN_COMMITTED, 0, &mut out).unwrap();
+    out[0]
+}
+
+fn fixed(v: ValueRef) -> u64 {
+    match v {
+        ValueRef::Fixed(p) => unsafe { (p as *const u64).read_unaligned() },
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Sum of column 0 and row count through a cursor (frozen or live),
+/// counting rows that exist and are not deleted.
+fn sum(a: &Arena, t: &Table, cur: &mut Cursor, cc: &mut anker_engine::table::ColCache, nrows: u64) -> (u64, u64) {
+    let (mut s, mut n) = (0, 0);
+    for r in 0..nrows {
+        let Some(h) = t.cursor_header(a, cur, r) else { continue };
+        if h.xmax != 0 {
+            continue;
+        }
+        s += fixed(t.cursor_value(a, cc, r));
+        n += 1;
+    }
+    (s, n)
+}
+
+fn both_methods(f: impl Fn(Method)) {
+    f(Method::Cow);
+    f(Method::Memcpy);
+}
+
+#[test]
+fn snapshot_is_frozen_while_writers_go_on() {
+    both_methods(|method| {
+        let a = setup(512);
+        let dir = Directory::get(&a).unwrap();
+        let t = dir.get_or_create(&a, &[1, 1, 1, 0], &|| vec![ColumnSpec::fixed(8), ColumnSpec::var()]).unwrap();
+        let n = 50_000u64;
+        for i in 0..n {
+            insert(&a, t, i, 10);
+        }
+        let base_bytes = t.bytes();
+        let cow0 = a.counter(anker_engine::stats::COW_PAGE_COPIES);
+        let snap_off = t.create_snapshot(&a, &[0], method, 0).unwrap();
+        let snap = t.snapshot(&a, snap_off);
+        assert_eq!(snap.nrows, n);
+        // writers: in-place updates, deletes, inserts
+        for r in (0..n).step_by(7) {
+            let h = t.header(&a, r).unwrap();
+            let nv = (r + 1_000_000).to_ne_bytes();
+            let mut blobs = vec![];
+            t.prepare_blobs(&a, &[Value::Fixed(&nv)], &mut blobs).unwrap();
+            assert!(t.update_in_place(&a, r, &h, 11, 0, &[(0, Value::Fixed(&nv))], &blobs).unwrap());
+        }
+        for r in (3..n).step_by(11) {
+            let h = t.header(&a, r).unwrap();
+            t.modify_row(&a, r, &h, &RowChange { xmax: Some((12, 0)), ..Default::default() }).unwrap();
+        }
+        for i in 0..1000 {
+            insert(&a, t, i, 13);
+        }
+        // the snapshot still holds the state at creation
+        let mut cur = Cursor::NEW;
+        let mut cc = t.col_cache(&a, 0);
+        t.bind_snapshot(&a, snap, &mut cur, &mut [(0, &mut cc)]);
+        let (s, cnt) = sum(&a, t, &mut cur, &mut cc, snap.nrows);
+        assert_eq!(cnt, n);
+        assert_eq!(s, n * (n - 1) / 2);
+        // ...while the live table moved on
+        let mut live = Cursor::NEW;
+        let mut lc = t.col_cache(&a, 0);
+        let (_, live_cnt) = sum(&a, t, &mut live, &mut lc, t.nrows());
+        assert_eq!(live_cnt, n - (3..n).step_by(11).count() as u64 + 1000);
+        let copies = a.counter(anker_engine::stats::COW_PAGE_COPIES) - cow0;
+        match method {
+            Method::Cow => assert!(copies > 0, "writers copied shared pages"),
+            Method::Memcpy => assert_eq!(copies, 0, "memcpy snapshots share nothing"),
+        }
+        t.release_snapshot(&a, snap_off);
+        // copies made for the snapshot are gone again; only new data stays
+        let after = t.bytes();
+        assert!(after < base_bytes + (4 << 20), "{after} vs {base_bytes}");
+        // writes after release no longer copy
+        let cow1 = a.counter(anker_engine::stats::COW_PAGE_COPIES);
+        let h = t.header(&a, 1).unwrap();
+        t.modify_row(&a, 1, &h, &RowChange { locker: Some(5), ..Default::default() }).unwrap();
+        assert_eq!(a.counter(anker_engine::stats::COW_PAGE_COPIES), cow1);
+    });
+}
+
+#[test]
+fn snapshots_are_reused_and_reference_counted() {
+    let a = setup(256);
+    let dir = Directory::get(&a).unwrap();
+    let t = dir.get_or_create(&a, &[2, 2, 2, 0], &|| vec![ColumnSpec::fixed(8), ColumnSpec::var()]).unwrap();
+    for i in 0..10_000 {
+        insert(&a, t, i, 10);
+    }
+    let s1 = t.create_snapshot(&a, &[0, 1], Method::Cow, 100).unwrap();
+    assert_eq!(t.find_snapshot(&a, &[1], Method::Cow, 100), Some(s1));
+    assert_eq!(t.find_snapshot(&a, &[0], Method::Cow, 101), None, "too old for this query");
+    assert_eq!(t.find_snapshot(&a, &[0], Method::Memcpy, 0), None);
+    let id = t.snapshot(&a, s1).id;
+    assert_eq!(t.attach_snapshot(&a, id), Some(s1));
+    assert_eq!(t.snapshot(&a, s1).refs.load(Ordering::Relaxed), 3);
+    t.release_snapshot(&a, s1);
+    t.release_snapshot(&a, s1);
+    let mut live = 0;
+    t.for_each_snapshot(&a, |_| live += 1);
+    assert_eq!(live, 1);
+    t.release_snapshot(&a, s1);
+    live = 0;
+    t.for_each_snapshot(&a, |_| live += 1);
+    assert_eq!(live, 0);
+    assert_eq!(t.attach_snapshot(&a, id), None);
+}
+
+#[test]
+fn churn_of_snapshots_under_writers_leaks_nothing() {
+    let a = setup(1024);
+    let dir = Directory::get(&a).unwrap();
+    let t = dir.get_or_create(&a, &[3, 3, 3, 0], &|| vec![ColumnSpec::fixed(8), ColumnSpec::var()]).unwrap();
+    let n = 20_000u64;
+    for i in 0..n {
+        insert(&a, t, i, 10);
+    }
+    let baseline = a.stats().used_bytes;
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        let (a, stop) = (&a, &stop);
+        // a writer that keeps updating rows in place (and pruning)
+        sc.spawn(move || {
+            let mut x = 20u32;
+            let mut r = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                r = (r + 4099) % n;
+                let h = t.header(a, r).unwrap();
+                let nv = (r as u64).to_ne_bytes();
+                let mut blobs = vec![];
+                t.prepare_blobs(a, &[Value::Fixed(&nv)], &mut blobs).unwrap();
+                if t.update_in_place(a, r, &h, x, 0, &[(0, Value::Fixed(&nv))], &blobs).unwrap() {
+                    t.prune_chain(a, r, &|s| s < x);
+                } else {
+                    t.discard_blobs(a, &blobs);
+                }
+                x += 1;
+            }
+        });
+        for i in 0..1000 {
+            let method = if i % 10 == 0 { Method::Memcpy } else { Method::Cow };
+            let s = t.create_snapshot(a, &[0, 1], method, 0).unwrap();
+            let snap = t.snapshot(a, s);
+            let mut cur = Cursor::NEW;
+            let mut cc = t.col_cache(a, 0);
+            t.bind_snapshot(a, snap, &mut cur, &mut [(0, &mut cc)]);
+            assert!(t.cursor_header(a, &mut cur, (i * 13) as u64 % n).is_some());
+            t.release_snapshot(a, s);
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    // prune what the writer left and reclaim
+    for r in 0..n {
+        t.prune_chain(&a, r, &|_| true);
+    }
+    t.reclaim(&a);
+    let used = a.stats().used_bytes;
+    assert!(used <= baseline + (2 << 20), "memory after churn {used} vs baseline {baseline}");
+    let mut live = 0;
+    t.for_each_snapshot(&a, |_| live += 1);
+    assert_eq!(live, 0);
+}
