@@ -52,23 +52,24 @@ SELECT used_bytes AS before_bytes FROM anker.memory \gset
 CREATE PROCEDURE hammer(n int) LANGUAGE plpgsql AS $$
 BEGIN
   FOR i IN 1..n LOOP
-    UPDATE mv SET v = v + 1, t = 'version ' || i WHERE id = 100;
+    UPDATE mv SET v = v + 1, t = 'version ' || i || repeat('.', 100) WHERE id = 100;
     COMMIT;
   END LOOP;
 END $$;
 CALL hammer(10000);
-SELECT v, t FROM mv WHERE id = 100;
+SELECT v, left(t, 13) AS t FROM mv WHERE id = 100;
 SELECT * FROM dblink('old', 'SELECT v, t FROM mv WHERE id = 100') AS t(v int, t text);
 SELECT * FROM dblink('old', 'SELECT count(*), sum(v) FROM mv') AS t(n bigint, s bigint);
-SELECT used_bytes > :before_bytes + 100000 AS chain_uses_memory FROM anker.memory;
+SELECT used_bytes > :before_bytes + 2000000 AS chain_uses_memory FROM anker.memory;
 SELECT dblink_exec('old', 'COMMIT');
 SELECT dblink_disconnect('old');
 -- once the snapshot is gone, VACUUM frees the chain
 SELECT counter('undo_records_pruned') AS pr0 \gset
 VACUUM mv;
 SELECT counter('undo_records_pruned') - :pr0 >= 9999 AS chain_pruned;
-SELECT used_bytes <= :before_bytes + 262144 AS memory_back FROM anker.memory;
-SELECT v, t FROM mv WHERE id = 100;
+-- (a few pages stay: block summaries, links, warm allocator pages)
+SELECT used_bytes <= :before_bytes + 524288 AS memory_back FROM anker.memory;
+SELECT v, left(t, 13) AS t FROM mv WHERE id = 100;
 
 -- block summaries: a table nobody writes is read without per-row checks
 CREATE TABLE quiet (a int, b float8) USING anker;

@@ -187,6 +187,20 @@ pub unsafe fn to_datum_buffered(att: &pg_sys::FormData_pg_attribute, v: ValueRef
     }
 }
 
+/// Turn a value from memory that cannot change while the datum is in use
+/// (a snapshot's frozen pages, or blobs) into a datum without copying.
+///
+/// # Safety
+/// As for [`to_datum_buffered`].
+#[inline]
+pub unsafe fn to_datum_stable(att: &pg_sys::FormData_pg_attribute, v: ValueRef) -> Option<pg_sys::Datum> {
+    match v {
+        ValueRef::Fixed(p) if !att.attbyval => Some(pg_sys::Datum::from(p as usize)),
+        ValueRef::Inline(p) => Some(pg_sys::Datum::from(p as usize)),
+        other => to_datum_buffered(att, other, std::ptr::null_mut()),
+    }
+}
+
 /// Is this column's storage consistent with the attribute (same kind and
 /// width)? Used to detect stale columns after an aborted ALTER TABLE.
 pub fn spec_matches(kind: ColumnKind, width_shift: u32, att: &pg_sys::FormData_pg_attribute) -> bool {

@@ -12,6 +12,7 @@ mod error;
 mod guc;
 mod scan_node;
 mod shmem;
+mod snapshots;
 mod sql;
 mod storage;
 mod tam;
@@ -28,6 +29,7 @@ pub extern "C-unwind" fn _PG_init() {
     // SAFETY: reading a postmaster-set global.
     let preloading = unsafe { pg_sys::process_shared_preload_libraries_in_progress };
     guc::define(preloading);
+    snapshots::define_guc();
     if !preloading {
         // Without the shared arena nothing can work; every entry point
         // raises a clear error (see `shmem::arena`).
@@ -38,5 +40,6 @@ pub extern "C-unwind" fn _PG_init() {
     shmem::install_hooks();
     storage::install_hooks();
     undo::install_hooks();
+    snapshots::install_hooks();
     scan_node::install();
 }

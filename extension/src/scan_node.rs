@@ -10,7 +10,10 @@
 //!
 //! `anker.enable_scan_node = off` keeps PostgreSQL's own SeqScan.
 
+use crate::snapshots;
+use crate::storage::table_of;
 use crate::tam::{self, scan};
+use anker_engine::snapshot::Method;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::CStr;
@@ -201,6 +204,13 @@ struct State {
     /// One flag per attribute of the relation (palloc'd).
     wanted: *mut bool,
     natts: usize,
+    /// Read a column snapshot with this method (a read-only statement), or
+    /// the live columns.
+    method: Option<Method>,
+    /// The snapshot used, for EXPLAIN: id, reused, creation time (ns).
+    snap_id: u64,
+    snap_reused: bool,
+    snap_create_ns: u64,
 }
 
 #[pg_guard]
@@ -238,6 +248,36 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
     }
     (*s).wanted = wanted;
     (*s).natts = natts;
+    // Hybrid execution: scans of read-only statements run on a snapshot.
+    let stmt = (*estate).es_plannedstmt;
+    let read_only = (*stmt).commandType == pg_sys::CmdType::CMD_SELECT
+        && !(*stmt).hasModifyingCTE
+        && (*stmt).rowMarks.is_null()
+        && !(*estate).es_snapshot.is_null()
+        && (*(*estate).es_snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC;
+    (*s).method = if read_only { snapshots::provider().method() } else { None };
+}
+
+/// `snap_id` of a scan that could not get a snapshot.
+const NO_SNAPSHOT: u64 = u64::MAX;
+
+/// The user columns the scan reads (0-based).
+unsafe fn wanted_cols(s: *mut State) -> Vec<usize> {
+    (0..(*s).natts).filter(|&i| *(*s).wanted.add(i)).collect()
+}
+
+/// Take (or reuse) the column snapshot for this scan.
+unsafe fn take_snapshot(s: *mut State, snapshot: pg_sys::Snapshot) -> Option<snapshots::Acquired> {
+    let method = (*s).method?;
+    let table = table_of(relation(s as *mut pg_sys::CustomScanState));
+    let Some(a) = snapshots::acquire(table, &wanted_cols(s), method, snapshot) else {
+        (*s).snap_id = NO_SNAPSHOT;
+        return None;
+    };
+    (*s).snap_id = a.id;
+    (*s).snap_reused = a.reused;
+    (*s).snap_create_ns = table.snapshot(crate::shmem::arena(), a.snap).create_ns;
+    Some(a)
 }
 
 unsafe fn restrict(s: *mut State) {
@@ -262,6 +302,9 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
             flags,
         );
         restrict(s);
+        if let Some(a) = take_snapshot(s, (*estate).es_snapshot) {
+            scan::use_snapshot((*s).scan, a.snap);
+        }
     }
     let slot = (*ss).ss_ScanTupleSlot;
     // Already inside a guarded callback: call the scan directly.
@@ -300,9 +343,13 @@ unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
     pg_sys::ExecScanReScan(&mut (*node).ss);
 }
 
+/// Our part of the parallel query's shared memory: the snapshot id (0:
+/// live columns), then the table AM's parallel scan state.
+const DSM_PREFIX: usize = 16;
+
 #[pg_guard]
 unsafe extern "C-unwind" fn estimate_dsm(node: *mut pg_sys::CustomScanState, _pcxt: *mut pg_sys::ParallelContext) -> pg_sys::Size {
-    pg_sys::table_parallelscan_estimate(relation(node), (*(*node).ss.ps.state).es_snapshot)
+    DSM_PREFIX + pg_sys::table_parallelscan_estimate(relation(node), (*(*node).ss.ps.state).es_snapshot)
 }
 
 #[pg_guard]
@@ -312,10 +359,20 @@ unsafe extern "C-unwind" fn initialize_dsm(
     coordinate: *mut std::ffi::c_void,
 ) {
     let s = node as *mut State;
-    let pscan = coordinate as pg_sys::ParallelTableScanDesc;
-    pg_sys::table_parallelscan_initialize(relation(node), pscan, (*(*node).ss.ps.state).es_snapshot);
+    let pscan = (coordinate as *mut u8).add(DSM_PREFIX) as pg_sys::ParallelTableScanDesc;
+    let snapshot = (*(*node).ss.ps.state).es_snapshot;
+    pg_sys::table_parallelscan_initialize(relation(node), pscan, snapshot);
     (*s).scan = pg_sys::table_beginscan_parallel(relation(node), pscan);
     restrict(s);
+    // The leader takes the snapshot; workers join it by id.
+    let id = match take_snapshot(s, snapshot) {
+        Some(a) => {
+            scan::use_snapshot((*s).scan, a.snap);
+            a.id
+        }
+        None => 0,
+    };
+    *(coordinate as *mut u64) = id;
 }
 
 #[pg_guard]
@@ -324,7 +381,7 @@ unsafe extern "C-unwind" fn reinitialize_dsm(
     _pcxt: *mut pg_sys::ParallelContext,
     coordinate: *mut std::ffi::c_void,
 ) {
-    scan::parallelscan_reinitialize(relation(node), coordinate as pg_sys::ParallelTableScanDesc);
+    scan::parallelscan_reinitialize(relation(node), (coordinate as *mut u8).add(DSM_PREFIX) as pg_sys::ParallelTableScanDesc);
 }
 
 #[pg_guard]
@@ -334,8 +391,18 @@ unsafe extern "C-unwind" fn initialize_worker(
     coordinate: *mut std::ffi::c_void,
 ) {
     let s = node as *mut State;
-    (*s).scan = pg_sys::table_beginscan_parallel(relation(node), coordinate as pg_sys::ParallelTableScanDesc);
+    let pscan = (coordinate as *mut u8).add(DSM_PREFIX) as pg_sys::ParallelTableScanDesc;
+    (*s).scan = pg_sys::table_beginscan_parallel(relation(node), pscan);
     restrict(s);
+    let id = *(coordinate as *const u64);
+    if id != 0 {
+        let table = table_of(relation(node));
+        match snapshots::attach(table, id) {
+            Some(snap) => scan::use_snapshot((*s).scan, snap),
+            // the leader holds it until the workers are done
+            None => pgrx::error!("anker: column snapshot {id} of the parallel scan is gone"),
+        }
+    }
 }
 
 #[pg_guard]
@@ -351,4 +418,21 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, _ancesto
     let text = if names.is_empty() { "(none)".to_string() } else { names.join(", ") };
     let text = std::ffi::CString::new(text).expect("attribute names have no NUL");
     pg_sys::ExplainPropertyText(c"Columns".as_ptr(), text.as_ptr(), es);
+    let snap = match (*s).method {
+        None => "none (live columns)".to_string(),
+        Some(_) if (*s).snap_id == NO_SNAPSHOT => {
+            format!("{} (no memory for it: read the live columns)", snapshots::provider_name().to_string_lossy())
+        }
+        Some(_) if (*s).snap_id == 0 => format!("{} (taken at first row)", snapshots::provider_name().to_string_lossy()),
+        Some(m) => {
+            let how = if (*s).snap_reused {
+                "reused".to_string()
+            } else {
+                format!("created in {:.3} ms", (*s).snap_create_ns as f64 / 1e6)
+            };
+            format!("{} #{} ({})", if m == Method::Cow { "cow" } else { "memcpy" }, (*s).snap_id, how)
+        }
+    };
+    let snap = std::ffi::CString::new(snap).expect("no NUL");
+    pg_sys::ExplainPropertyText(c"Snapshot".as_ptr(), snap.as_ptr(), es);
 }

@@ -74,8 +74,61 @@ fn counters() -> TableIterator<'static, (name!(name, String), name!(value, i64))
     )
 }
 
+/// Live column snapshots of every table.
+#[pg_extern]
+fn snapshot_list() -> TableIterator<
+    'static,
+    (
+        name!(id, i64),
+        name!(spcnode, pg_sys::Oid),
+        name!(dbnode, pg_sys::Oid),
+        name!(relfilenode, pg_sys::Oid),
+        name!(method, String),
+        name!(columns, Vec<i32>),
+        name!(created_at, TimestampWithTimeZone),
+        name!(create_ms, f64),
+        name!(pages_shared, i64),
+        name!(pages_copied, i64),
+        name!(readers, i32),
+    ),
+> {
+    let arena = shmem::arena();
+    let cow_now = arena.counter(anker_engine::stats::COW_PAGE_COPIES);
+    let mut rows = vec![];
+    shmem::directory().for_each(arena, |t| {
+        t.for_each_snapshot(arena, |s| {
+            let cow = s.method == anker_engine::snapshot::Method::Cow as u32;
+            // µs since the Unix epoch -> PostgreSQL's µs since 2000-01-01
+            let pg_us = s.created_us as i64 - 946_684_800_000_000;
+            rows.push((
+                s.id as i64,
+                pg_sys::Oid::from(t.key[0]),
+                pg_sys::Oid::from(t.key[1]),
+                pg_sys::Oid::from(t.key[2]),
+                if cow { "cow".to_string() } else { "memcpy".to_string() },
+                s.columns(arena).iter().map(|c| *c as i32 + 1).collect(),
+                TimestampWithTimeZone::try_from(pg_us).unwrap_or_else(|_| TimestampWithTimeZone::negative_infinity()),
+                s.create_ns as f64 / 1e6,
+                if cow { s.pages_captured as i64 } else { 0 },
+                if cow { (cow_now - s.cow_at_create) as i64 } else { s.pages_copied as i64 },
+                s.refs.load(std::sync::atomic::Ordering::Relaxed) as i32,
+            ));
+        });
+    });
+    TableIterator::new(rows)
+}
+
 pgrx::extension_sql!(
     r#"
+CREATE VIEW anker.snapshots AS
+SELECT s.id,
+       pg_filenode_relation(CASE WHEN s.spcnode = d.dattablespace THEN 0 ELSE s.spcnode END, s.relfilenode) AS "table",
+       s.method, s.columns, s.created_at, now() - s.created_at AS age, s.create_ms,
+       s.pages_shared, s.pages_copied, s.readers
+  FROM anker.snapshot_list() s
+  JOIN pg_database d ON d.oid = s.dbnode
+ WHERE d.datname = current_database();
+COMMENT ON VIEW anker.snapshots IS 'live column snapshots: columns are attribute numbers; pages_copied counts copy-on-write copies made while the snapshot lived (cow) or pages copied at creation (memcpy)';
 CREATE VIEW anker.stats AS SELECT * FROM anker.counters();
 COMMENT ON VIEW anker.stats IS 'anker event counters since server start (all databases)';
 CREATE VIEW anker.memory AS SELECT * FROM anker.memory_usage();
@@ -92,5 +145,5 @@ SELECT pg_filenode_relation(
 COMMENT ON VIEW anker.tables IS 'anker tables of the current database and the memory they hold';
 "#,
     name = "views",
-    requires = [memory_usage, table_storage, counters]
+    requires = [memory_usage, table_storage, counters, snapshot_list]
 );

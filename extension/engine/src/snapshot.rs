@@ -61,8 +61,8 @@ pub struct Snapshot {
     /// Creation time (µs since the Unix epoch) and how long it took (ns).
     pub created_us: u64,
     pub create_ns: u64,
-    /// Caller's ordering stamp (PostgreSQL's transaction completion count
-    /// at creation): which queries may reuse the snapshot.
+    /// Caller's ordering stamp (for PostgreSQL: the oldest transaction id
+    /// still running at creation): decides which queries may reuse it.
     pub completion: u64,
     /// Page numbers captured, and pages copied (memcpy at creation; for
     /// cow, the table's copy-on-write count when created).
@@ -228,15 +228,15 @@ impl Table {
         Ok(off)
     }
 
-    /// A live snapshot made with `method` that covers `cols` and was created
-    /// at or after `min_completion`; it gains a reference.
-    pub fn find_snapshot(&self, arena: &Arena, cols: &[usize], method: Method, min_completion: u64) -> Option<Off> {
+    /// A live snapshot made with `method` that covers `cols` and whose
+    /// stamp `accept`s; it gains a reference.
+    pub fn find_snapshot(&self, arena: &Arena, cols: &[usize], method: Method, accept: &dyn Fn(u64) -> bool) -> Option<Off> {
         let _g = self.snap_lock.lock();
         let mut cur = self.snapshots.load(Ordering::Relaxed);
         while cur != NULL_OFF {
             // SAFETY: listed snapshots are live.
             let s = unsafe { arena.get::<Snapshot>(cur) };
-            if s.method == method as u32 && s.completion >= min_completion && s.covers(arena, cols) {
+            if s.method == method as u32 && accept(s.completion) && s.covers(arena, cols) {
                 s.refs.fetch_add(1, Ordering::AcqRel);
                 arena.count(crate::stats::SNAPSHOTS_REUSED, 1);
                 return Some(cur);

@@ -118,9 +118,9 @@ fn snapshots_are_reused_and_reference_counted() {
         insert(&a, t, i, 10);
     }
     let s1 = t.create_snapshot(&a, &[0, 1], Method::Cow, 100).unwrap();
-    assert_eq!(t.find_snapshot(&a, &[1], Method::Cow, 100), Some(s1));
-    assert_eq!(t.find_snapshot(&a, &[0], Method::Cow, 101), None, "too old for this query");
-    assert_eq!(t.find_snapshot(&a, &[0], Method::Memcpy, 0), None);
+    assert_eq!(t.find_snapshot(&a, &[1], Method::Cow, &|s| s >= 100), Some(s1));
+    assert_eq!(t.find_snapshot(&a, &[0], Method::Cow, &|s| s >= 101), None, "too old for this query");
+    assert_eq!(t.find_snapshot(&a, &[0], Method::Memcpy, &|_| true), None);
     let id = t.snapshot(&a, s1).id;
     assert_eq!(t.attach_snapshot(&a, id), Some(s1));
     assert_eq!(t.snapshot(&a, s1).refs.load(Ordering::Relaxed), 3);

@@ -10,6 +10,8 @@ use crate::shmem;
 use crate::storage::table_of;
 use crate::visibility::{xid_state, Seen, Visibility, XidState};
 use anker_engine::stats;
+use anker_engine::arena::Off;
+use anker_engine::snapshot::Snapshot;
 use anker_engine::table::{flag, ColCache, Cursor, RowHeader, Table};
 use anker_engine::version::{summary_clean, SUMMARY_ROWS_SHIFT};
 use pgrx::pg_sys;
@@ -34,6 +36,8 @@ pub struct Reader {
     /// Header of the row last looked at by [`read`](Self::read), if any
     /// (scans use it to summarise blocks).
     pub last: Option<RowHeader>,
+    /// Version depth of the last row returned (0: the stored version).
+    pub last_depth: usize,
     natts: usize,
     /// `natts` flags: attributes to fill (the others read as NULL).
     needed: *mut bool,
@@ -58,7 +62,7 @@ impl Reader {
             }
         }
         let buf = pg_sys::palloc0(natts.max(1) * BUF_PER_ATT) as *mut u8;
-        let mut r = Reader { cur: Cursor::NEW, last: None, natts, needed, cols, buf };
+        let mut r = Reader { cur: Cursor::NEW, last: None, last_depth: 0, natts, needed, cols, buf };
         r.reset(table);
         r
     }
@@ -71,6 +75,21 @@ impl Reader {
                 *self.needed.add(i) = *self.needed.add(i) && w;
             }
         }
+    }
+
+    /// Read from snapshot `snap` of `table` instead of the live columns.
+    pub fn bind(&mut self, table: &Table, snap: &Snapshot) {
+        let arena = shmem::arena();
+        let mut caches: Vec<(usize, &mut ColCache)> = vec![];
+        for i in 0..self.natts {
+            // SAFETY: needed and cols have natts entries.
+            unsafe {
+                if *self.needed.add(i) {
+                    caches.push((i, &mut *self.cols.add(i)));
+                }
+            }
+        }
+        table.bind_snapshot(arena, snap, &mut self.cur, &mut caches);
     }
 
     /// Forget cached pages (after a rescan, or a long pause).
@@ -112,6 +131,7 @@ impl Reader {
             if vis.serializable {
                 super::modify::conflict_out(rel, &h, seen == Seen::Live, vis.snapshot());
             }
+            self.last_depth = if let Seen::Older(k) = seen { k } else { 0 };
             match seen {
                 Seen::None => return false,
                 Seen::Live => self.fill(rel, table, row, slot, Some(&h)),
@@ -145,8 +165,16 @@ impl Reader {
         let arena = shmem::arena();
         let h = RowHeader { xmin: table.cursor_xmin(arena, &mut self.cur, row), flags: flag::XMIN_COMMITTED, ..Default::default() };
         self.fill(rel, table, row, slot, Some(&h));
+        if self.cur.is_frozen() {
+            return true; // frozen pages cannot change
+        }
         let cols = std::slice::from_raw_parts_mut(self.cols, self.natts);
         table.cursor_pages_ok(&mut self.cur, cols) && table.block_summary(arena, row >> SUMMARY_ROWS_SHIFT) == summary
+    }
+
+    /// The summary word of `block` as this reader sees the table.
+    pub fn summary(&mut self, table: &Table, block: u64) -> u64 {
+        table.cursor_summary(shmem::arena(), &mut self.cur, block)
     }
 
     /// Turn the live values in `slot` into those of version `k`: apply the
@@ -202,10 +230,16 @@ impl Reader {
         let n = atts.len().min(self.natts);
         let values = std::slice::from_raw_parts_mut((*slot).tts_values, atts.len());
         let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, atts.len());
+        // Frozen snapshot pages never change: hand out pointers into them.
+        let stable = self.cur.is_frozen();
         for i in 0..atts.len() {
             let d = if i < n && *self.needed.add(i) {
                 let v = table.cursor_value(arena, &mut *self.cols.add(i), row);
-                datum::to_datum_buffered(&atts[i], v, self.buf.add(i * BUF_PER_ATT))
+                if stable {
+                    datum::to_datum_stable(&atts[i], v)
+                } else {
+                    datum::to_datum_buffered(&atts[i], v, self.buf.add(i * BUF_PER_ATT))
+                }
             } else {
                 None
             };
@@ -292,6 +326,11 @@ pub struct ScanDesc {
     blk_clean: bool,
     blk_rows: u32,
     blk_max_xmin: u32,
+    /// Rows of the current block a snapshot gave without a chain walk
+    /// although the live row changed since.
+    blk_avoided: u64,
+    /// The column snapshot this scan reads (0: the live columns), held.
+    pub snap: Off,
 }
 
 #[inline]
@@ -356,6 +395,8 @@ pub unsafe extern "C-unwind" fn scan_begin(
             blk_clean: false,
             blk_rows: 0,
             blk_max_xmin: 0,
+            blk_avoided: 0,
+            snap: 0,
         },
     );
     pg_sys::RelationIncrementReferenceCount(rel);
@@ -365,6 +406,9 @@ pub unsafe extern "C-unwind" fn scan_begin(
 #[pg_guard]
 pub unsafe extern "C-unwind" fn scan_end(scan: pg_sys::TableScanDesc) {
     let d = desc(scan);
+    if d.snap != 0 {
+        crate::snapshots::release(&*d.table, d.snap);
+    }
     pg_sys::RelationDecrementReferenceCount(d.base.rs_rd);
     if d.base.rs_flags & pg_sys::ScanOptions::SO_TEMP_SNAPSHOT != 0 {
         pg_sys::UnregisterSnapshot(d.base.rs_snapshot);
@@ -391,6 +435,20 @@ pub unsafe extern "C-unwind" fn scan_rescan(
     d.block_pos = 0;
     d.blk = u64::MAX;
     d.reader.reset(&*d.table);
+}
+
+/// Make the scan read column snapshot `snap` (a reference the scan now
+/// owns and releases at its end).
+pub fn use_snapshot(scan: pg_sys::TableScanDesc, snap: Off) {
+    // SAFETY: scan was created by scan_begin.
+    let d = unsafe { desc(scan) };
+    let table = unsafe { &*d.table };
+    let s = table.snapshot(shmem::arena(), snap);
+    d.reader.bind(table, s);
+    d.snap = snap;
+    if d.parallel.is_null() {
+        d.end = s.nrows;
+    }
 }
 
 /// Restrict the scan to the attributes flagged in `wanted`.
@@ -487,6 +545,9 @@ pub unsafe fn getnext(
         let found = d.read(row, slot);
         d.track(row);
         if found {
+            if d.snap != 0 && d.reader.last_depth == 0 {
+                d.note_avoided(row);
+            }
             return true;
         }
     }
@@ -498,7 +559,8 @@ impl ScanDesc {
         let table = &*self.table;
         let vis = self.vis.as_ref().expect("scan has a snapshot");
         self.blk = block;
-        self.blk_word = table.block_summary(arena, block);
+        self.blk_word = self.reader.summary(table, block);
+        self.blk_avoided = 0;
         self.blk_fast = summary_clean(self.blk_word).is_some_and(|mx| vis.committed_before_snapshot(mx));
         // Only a block we see from its first row can be found clean.
         self.blk_clean = !self.blk_fast && (self.cur < 0 || block << SUMMARY_ROWS_SHIFT == self.next_row_hint());
@@ -540,9 +602,30 @@ impl ScanDesc {
 
     unsafe fn finish_block(&mut self) {
         if self.blk != u64::MAX && self.blk_clean && self.blk_rows == 1 << SUMMARY_ROWS_SHIFT {
+            // (from a snapshot too: the CAS succeeds only if the live block
+            // is still the one the snapshot saw)
             (*self.table).mark_block_clean(shmem::arena(), self.blk, self.blk_word, self.blk_max_xmin.max(1));
         }
+        if self.blk_avoided != 0 {
+            shmem::arena().count(stats::CHAIN_WALKS_AVOIDED, self.blk_avoided);
+        }
         self.blk = u64::MAX;
+    }
+
+    /// A snapshot scan returned `row` at its frozen version: would reading
+    /// the live columns have meant a chain walk? (Counted only in blocks
+    /// writers touched since the snapshot.)
+    unsafe fn note_avoided(&mut self, row: u64) {
+        let arena = shmem::arena();
+        let table = &*self.table;
+        if table.block_summary(arena, self.blk) == self.blk_word {
+            return;
+        }
+        if let (Some(frozen), Some(live)) = (self.reader.last, table.header(arena, row)) {
+            if live.xmin != frozen.xmin || live.xmax != frozen.xmax {
+                self.blk_avoided += 1;
+            }
+        }
     }
 }
 

@@ -209,7 +209,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         table.vacate_rows(arena, &dead);
     }
     table.release_vacant_pages(arena);
-    table.reclaim_retired(arena, u32::MAX);
+    table.reclaim(arena);
     for (i, &ind) in indexes.iter().enumerate() {
         let mut ivinfo = info(ind);
         stats[i] = pg_sys::index_vacuum_cleanup(&mut ivinfo, stats[i]);

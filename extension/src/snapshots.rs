@@ -1,0 +1,269 @@
+//! Virtual snapshots inside PostgreSQL: the `anker.snapshot_method` setting,
+//! which scans use snapshots, and the references a backend holds.
+//!
+//! A sequential scan (anker's AnkerScan node) of a read-only statement runs
+//! on a column snapshot of the columns it reads, taken after the statement's
+//! PostgreSQL snapshot; a live snapshot taken late enough is reused. Every
+//! other scan reads the live columns. References are tracked per backend so
+//! an error or a cancelled query releases them at transaction end.
+
+use crate::shmem;
+use anker_engine::arena::Off;
+use anker_engine::snapshot::Method;
+use anker_engine::table::{Table, TableKey};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::ffi::CStr;
+
+/// Values of `anker.snapshot_method`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Provider {
+    Cow = 0,
+    Memcpy = 1,
+    None = 2,
+    VmSnapshot = 3,
+}
+
+impl Provider {
+    pub fn method(self) -> Option<Method> {
+        match self {
+            Provider::Cow => Some(Method::Cow),
+            Provider::Memcpy => Some(Method::Memcpy),
+            _ => None,
+        }
+    }
+}
+
+static mut METHOD: i32 = Provider::Cow as i32;
+
+static mut OPTIONS: [pg_sys::config_enum_entry; 5] = [
+    pg_sys::config_enum_entry { name: c"cow".as_ptr(), val: Provider::Cow as i32, hidden: false },
+    pg_sys::config_enum_entry { name: c"memcpy".as_ptr(), val: Provider::Memcpy as i32, hidden: false },
+    pg_sys::config_enum_entry { name: c"none".as_ptr(), val: Provider::None as i32, hidden: false },
+    pg_sys::config_enum_entry { name: c"vm_snapshot".as_ptr(), val: Provider::VmSnapshot as i32, hidden: false },
+    pg_sys::config_enum_entry { name: std::ptr::null(), val: 0, hidden: false },
+];
+
+extern "C-unwind" {
+    // utils/guc.h; not in pgrx's bindings. Only sets a variable.
+    fn GUC_check_errcode(sqlerrcode: std::ffi::c_int);
+}
+
+/// Where the kernel patch announces the system call.
+const VM_SNAPSHOT_SYSFS: &str = "/sys/kernel/mm/vm_snapshot/abi_version";
+
+pub fn define_guc() {
+    // SAFETY: DefineCustomEnumVariable keeps pointers to our statics, which
+    // live for the whole process; called once from _PG_init.
+    unsafe {
+        pg_sys::DefineCustomEnumVariable(
+            c"anker.snapshot_method".as_ptr(),
+            c"How analytical scans of anker tables snapshot the columns they read.".as_ptr(),
+            c"cow: copy-on-write page tables (default); memcpy: physical copies; none: read the live, versioned columns; vm_snapshot: the kernel system call of kernel-patch/ (process-private memory only).".as_ptr(),
+            &raw mut METHOD,
+            Provider::Cow as i32,
+            (&raw const OPTIONS).cast(),
+            pg_sys::GucContext::PGC_USERSET,
+            0,
+            Some(check_method),
+            None,
+            None,
+        );
+    }
+}
+
+/// `vm_snapshot` is never accepted silently: without the patched kernel,
+/// or with it (its copy-on-write covers private memory, while anker's
+/// tables live in memory shared by all backends), it is refused with the
+/// reason.
+#[pg_guard]
+unsafe extern "C-unwind" fn check_method(
+    newval: *mut std::ffi::c_int,
+    _extra: *mut *mut std::ffi::c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    if *newval != Provider::VmSnapshot as i32 {
+        return true;
+    }
+    let (msg, detail) = if std::path::Path::new(VM_SNAPSHOT_SYSFS).exists() {
+        (
+            "the vm_snapshot system call cannot snapshot anker tables",
+            "vm_snapshot gives copy-on-write only for process-private memory, and anker tables live in memory shared by all backends; see kernel-patch/README.md.",
+        )
+    } else {
+        (
+            "the vm_snapshot system call is not available on this kernel",
+            "anker.snapshot_method = vm_snapshot needs a kernel built with kernel-patch/0001-mm-add-vm_snapshot-system-call.patch (detected through /sys/kernel/mm/vm_snapshot/abi_version).",
+        )
+    };
+    GUC_check_errcode(pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED as i32);
+    pg_sys::GUC_check_errmsg_string = pg_sys::pstrdup(std::ffi::CString::new(msg).unwrap().as_ptr());
+    pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(std::ffi::CString::new(detail).unwrap().as_ptr());
+    false
+}
+
+pub fn provider() -> Provider {
+    // SAFETY: plain read of our GUC variable.
+    match unsafe { METHOD } {
+        0 => Provider::Cow,
+        1 => Provider::Memcpy,
+        2 => Provider::None,
+        _ => Provider::VmSnapshot,
+    }
+}
+
+/// The stamp a new column snapshot records: the oldest transaction id still
+/// running when it is taken. Every transaction with a smaller id had
+/// finished, so its writes are in the snapshot.
+fn creation_stamp() -> u64 {
+    // SAFETY: plain proc-array lookup.
+    u32::from(unsafe { pg_sys::GetOldestActiveTransactionId() }) as u64
+}
+
+/// May a column snapshot with creation stamp `stamp` serve a query whose
+/// PostgreSQL snapshot is `pg_snap`? Yes when every transaction the query
+/// could see as committed (ids below its xmax) had finished when the column
+/// snapshot was taken.
+unsafe fn serves(stamp: u64, pg_snap: pg_sys::Snapshot) -> bool {
+    let xmax: u32 = (*pg_snap).xmax.into();
+    let oldest_running = stamp as u32;
+    oldest_running == xmax || pg_sys::TransactionIdPrecedes(xmax.into(), oldest_running.into())
+}
+
+// ---- references held by this backend --------------------------------------
+
+#[derive(Clone, Copy)]
+struct Held {
+    key: TableKey,
+    snap: Off,
+    level: i32,
+}
+
+static mut HELD: Vec<Held> = Vec::new();
+
+fn held() -> &'static mut Vec<Held> {
+    // SAFETY: backends are single-threaded; only this module touches it.
+    unsafe { &mut *(&raw mut HELD) }
+}
+
+/// How a scan got its snapshot.
+#[derive(Clone, Copy, Debug)]
+pub struct Acquired {
+    pub snap: Off,
+    pub id: u64,
+    pub reused: bool,
+}
+
+/// A snapshot of `cols` for a scan whose PostgreSQL snapshot is `pg_snap`:
+/// reuse a live one taken late enough, or create one.
+/// None when there is no memory for a new snapshot: the scan then reads the
+/// live columns, which gives the same answer more slowly.
+pub unsafe fn acquire(table: &Table, cols: &[usize], method: Method, pg_snap: pg_sys::Snapshot) -> Option<Acquired> {
+    let arena = shmem::arena();
+    // A transaction that wrote (has an xid) may have changed rows after a
+    // shared snapshot was taken: it takes its own.
+    let read_only = pg_sys::GetTopTransactionIdIfAny() == pg_sys::InvalidTransactionId;
+    let found = if read_only { table.find_snapshot(arena, cols, method, &|s| serves(s, pg_snap)) } else { None };
+    let (snap, reused) = match found {
+        Some(s) => (s, true),
+        None => match table.create_snapshot(arena, cols, method, creation_stamp()) {
+            Ok(s) => (s, false),
+            Err(e) => {
+                pgrx::debug1!("anker: no column snapshot ({e}); reading the live columns");
+                return None;
+            }
+        },
+    };
+    remember(table, snap);
+    Some(Acquired { snap, id: table.snapshot(arena, snap).id, reused })
+}
+
+/// A parallel worker joins the leader's snapshot.
+pub fn attach(table: &Table, id: u64) -> Option<Off> {
+    let snap = table.attach_snapshot(shmem::arena(), id)?;
+    remember(table, snap);
+    Some(snap)
+}
+
+fn remember(table: &Table, snap: Off) {
+    // SAFETY: plain accessor of transaction state.
+    let level = unsafe { pg_sys::GetCurrentTransactionNestLevel() };
+    held().push(Held { key: table.key, snap, level });
+}
+
+/// The scan is done with its snapshot.
+pub fn release(table: &Table, snap: Off) {
+    let h = held();
+    if let Some(i) = h.iter().rposition(|x| x.key == table.key && x.snap == snap) {
+        h.remove(i);
+        table.release_snapshot(shmem::arena(), snap);
+    }
+}
+
+fn release_all(pred: impl Fn(&Held) -> bool) {
+    let arena = shmem::arena();
+    let dir = shmem::directory();
+    let (gone, keep): (Vec<Held>, Vec<Held>) = held().drain(..).partition(|h| pred(h));
+    *held() = keep;
+    for h in gone {
+        if let Some(t) = dir.lookup(arena, &h.key) {
+            t.release_snapshot(arena, h.snap);
+        }
+    }
+}
+
+pub fn install_hooks() {
+    // SAFETY: callback registration during postmaster start-up.
+    unsafe {
+        pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    use pg_sys::XactEvent::*;
+    if held().is_empty() {
+        return;
+    }
+    // Scans end before commit; whatever is still held belongs to a scan an
+    // error or a cancel interrupted.
+    if matches!(event, XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT | XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PREPARE) {
+        release_all(|_| true);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn subxact_callback(
+    event: pg_sys::SubXactEvent::Type,
+    _my: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    use pg_sys::SubXactEvent::*;
+    if held().is_empty() {
+        return;
+    }
+    let level = pg_sys::GetCurrentTransactionNestLevel();
+    match event {
+        SUBXACT_EVENT_ABORT_SUB => release_all(|h| h.level >= level),
+        SUBXACT_EVENT_COMMIT_SUB => {
+            for h in held().iter_mut() {
+                if h.level >= level {
+                    h.level = level - 1;
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Human name of the provider for EXPLAIN.
+pub fn provider_name() -> &'static CStr {
+    match provider() {
+        Provider::Cow => c"cow",
+        Provider::Memcpy => c"memcpy",
+        Provider::None => c"none",
+        Provider::VmSnapshot => c"vm_snapshot",
+    }
+}
