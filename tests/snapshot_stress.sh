@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Consistency under load: pgbench moves money between accounts (the total
+# never changes) while a reader keeps summing all balances, on column
+# snapshots (cow, memcpy) and on the live columns (none). Every sum must be
+# the constant. The reader creates well over 1,000 snapshots while writers
+# run; afterwards memory use returns to its baseline.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/lib/cluster.sh"
+trap cluster_cleanup EXIT
+SECONDS_PER_METHOD=${ANKER_STRESS_SECONDS:-6}
+cluster_start "shared_preload_libraries = 'anker'" "anker.memory_limit = '1GB'" "lc_messages = 'C'" \
+    "max_parallel_workers_per_gather = 0"
+cluster_psql -c "CREATE EXTENSION anker" \
+    -c "CREATE TABLE acct (id int PRIMARY KEY, balance bigint, note text) USING anker" \
+    -c "INSERT INTO acct SELECT g, 1000, 'account ' || g FROM generate_series(1, 20000) g" \
+    -c "VACUUM acct"
+total=$(cluster_psql -Atc "SELECT sum(balance) FROM acct")
+base=$(cluster_psql -Atc "SELECT used_bytes FROM anker.memory")
+created0=$(cluster_psql -Atc "SELECT value FROM anker.stats WHERE name = 'snapshots_created'")
+work=$(cluster_workdir)
+cat > "$work/transfer.sql" <<'SQL'
+\set a random(1, 20000)
+\set b random(1, 20000)
+\set x random(1, 100)
+BEGIN;
+UPDATE acct SET balance = balance - :x, note = 'sent ' || :x WHERE id = :a;
+UPDATE acct SET balance = balance + :x, note = 'got ' || :x WHERE id = :b;
+END;
+SQL
+chown postgres "$work/transfer.sql"
+for method in cow memcpy none; do
+    cluster_pgbench -n -c 2 -j 2 -T "$SECONDS_PER_METHOD" -f "$work/transfer.sql" postgres >"$work/pgbench.$method" 2>&1 &
+    writer=$!
+    sleep 0.5
+    out=$(cluster_psql -At -c "SET anker.snapshot_method = $method" -c "
+      DO \$\$
+      DECLARE s bigint; n int := 0; t0 timestamptz := clock_timestamp();
+      BEGIN
+        WHILE clock_timestamp() < t0 + interval '$((SECONDS_PER_METHOD - 1)) seconds' LOOP
+          SELECT sum(balance) INTO s FROM acct;
+          IF s <> $total THEN
+            RAISE EXCEPTION 'inconsistent sum % (expected $total) after % reads', s, n;
+          END IF;
+          n := n + 1;
+        END LOOP;
+        RAISE NOTICE 'reads %', n;
+      END \$\$" 2>&1) || { echo "$out"; exit 1; }
+    wait "$writer"
+    tps=$(grep -o 'tps = [0-9.]*' "$work/pgbench.$method" | head -n 1)
+    echo "$method: $(echo "$out" | grep -o 'reads [0-9]*') consistent sums; writers: $tps"
+done
+created=$(( $(cluster_psql -Atc "SELECT value FROM anker.stats WHERE name = 'snapshots_created'") - created0 ))
+echo "column snapshots created while writers ran: $created"
+[ "$created" -ge 1000 ]
+[ "$(cluster_psql -Atc "SELECT count(*) FROM anker.snapshots")" = 0 ]
+[ "$(cluster_psql -Atc "SELECT sum(balance) FROM acct")" = "$total" ]
+cluster_psql -c "VACUUM acct"
+used=$(cluster_psql -Atc "SELECT used_bytes FROM anker.memory")
+echo "arena bytes in use: baseline $base, after churn and VACUUM $used"
+[ "$used" -le $((base + 2 * 1024 * 1024)) ]
+echo "ok: every sum consistent, no leaked snapshots or memory"
