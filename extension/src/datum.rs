@@ -31,9 +31,7 @@ pub fn attrs<'a>(desc: pg_sys::TupleDesc) -> &'a [pg_sys::FormData_pg_attribute]
 pub fn spec_for(att: &pg_sys::FormData_pg_attribute) -> ColumnSpec {
     if att.attisdropped {
         ColumnSpec::fixed(1)
-    } else if att.attbyval {
-        ColumnSpec::fixed(att.attlen as usize)
-    } else if att.attlen > 0 && att.attlen <= MAX_INLINE_FIXED {
+    } else if att.attbyval || (att.attlen > 0 && att.attlen <= MAX_INLINE_FIXED) {
         ColumnSpec::fixed(att.attlen as usize)
     } else {
         ColumnSpec::var()

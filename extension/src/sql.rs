@@ -75,6 +75,7 @@ fn counters() -> TableIterator<'static, (name!(name, String), name!(value, i64))
 }
 
 /// Live column snapshots of every table.
+#[allow(clippy::type_complexity)] // the row type of the SQL function
 #[pg_extern]
 fn snapshot_list() -> TableIterator<
     'static,

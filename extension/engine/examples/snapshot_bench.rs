@@ -44,7 +44,7 @@ fn main() {
     let max_cols = *columns.iter().max().unwrap();
     let rows = mb * 1024 * 1024 / 8;
     // table + one memcpy snapshot of everything + slack
-    let bytes = (max_cols as u64 * mb * 2 + 2 * (rows * 40 >> 20) + 1024) << 20;
+    let bytes = (max_cols as u64 * mb * 2 + 2 * ((rows * 40) >> 20) + 1024) << 20;
     let a = Arena::create_private(bytes).unwrap();
     a.format(4).unwrap();
     let dir = Directory::create(&a, 16).unwrap();

@@ -183,6 +183,12 @@ pub struct PageOwner {
     pages: AtomicU64,
 }
 
+impl Default for PageOwner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl PageOwner {
     pub const fn new() -> PageOwner {
         PageOwner { head: AtomicU32::new(NIL), pages: AtomicU64::new(0) }

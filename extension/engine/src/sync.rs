@@ -173,9 +173,11 @@ mod tests {
 
     #[test]
     fn spinlock_counts() {
-        let lock = Arc::new((SpinLock::new(), std::cell::UnsafeCell::new(0u64)));
-        struct S(Arc<(SpinLock, std::cell::UnsafeCell<u64>)>);
-        unsafe impl Send for S {}
+        struct Counter(SpinLock, std::cell::UnsafeCell<u64>);
+        // SAFETY: the spin lock serialises access to the cell.
+        unsafe impl Sync for Counter {}
+        let lock = Arc::new(Counter(SpinLock::new(), std::cell::UnsafeCell::new(0u64)));
+        struct S(Arc<Counter>);
         let handles: Vec<_> = (0..4)
             .map(|_| {
                 let s = S(lock.clone());

@@ -501,11 +501,9 @@ impl Table {
             }
             Ok(())
         })();
-        if let Err(e) = res {
-            // Pages and blobs of the half-built column stay owned by the
-            // table's heap and are freed with the table.
-            return Err(e);
-        }
+        // On failure, pages and blobs of the half-built column stay owned
+        // by the table's heap and are freed with the table.
+        res?;
         self.col_slot(arena, i).store(c, Ordering::Release);
         if i == n {
             self.ncols.store(n as u32 + 1, Ordering::Release);
@@ -807,8 +805,8 @@ impl Table {
             return ValueRef::Null;
         };
         let elem = (row & (c.values.rows_per_page() - 1)) << cc.width_shift;
-        // SAFETY: elem is within the page.
-        decode_slot(arena, cc.kind, unsafe { p.add(elem as usize) })
+        // SAFETY: elem is within the page, an element of this column.
+        unsafe { decode_slot(arena, cc.kind, p.add(elem as usize)) }
     }
 
     // ---- values -----------------------------------------------------------
@@ -826,9 +824,8 @@ impl Table {
             return ValueRef::Null;
         };
         let elem = (row & (c.values.rows_per_page() - 1)) << c.width_shift;
-        // SAFETY: elem is within the page.
-        let ptr = unsafe { p.add(elem as usize) };
-        decode_slot(arena, c.spec_kind, ptr)
+        // SAFETY: elem is within the page, an element of this column.
+        unsafe { decode_slot(arena, c.spec_kind, p.add(elem as usize)) }
     }
 
     // ---- writing ------------------------------------------------------------
@@ -988,6 +985,7 @@ impl Table {
     ///
     /// On error, rows not yet complete stay vacant and their blobs are freed;
     /// complete rows remain, stamped by `xid`, which the caller's abort hides.
+    #[allow(clippy::too_many_arguments)] // a row's full stamp, spelt out
     pub fn insert_rows(
         &self,
         arena: &Arena,
@@ -1272,8 +1270,12 @@ impl Table {
 }
 
 /// Decode a stored element of a column of kind `kind` at `ptr`.
+///
+/// # Safety
+/// `ptr` must point at a stored element of such a column (16 bytes for
+/// variable-length columns).
 #[inline(always)]
-pub fn decode_slot(arena: &Arena, kind: u32, ptr: *const u8) -> ValueRef {
+pub unsafe fn decode_slot(arena: &Arena, kind: u32, ptr: *const u8) -> ValueRef {
     if kind == ColumnKind::Var as u32 {
         // SAFETY: var slots are 16 bytes.
         unsafe {
@@ -1357,6 +1359,8 @@ impl Directory {
         }
     }
 
+    // Arena memory is shared and mutable behind `&`; `lock` guards slots.
+    #[allow(clippy::mut_from_ref)]
     fn slot<'a>(&self, arena: &'a Arena, i: u32) -> &'a mut DirSlot {
         // SAFETY: i < capacity; the lock guards slot contents.
         unsafe { &mut *arena.ptr::<DirSlot>(self.slots + i as u64 * std::mem::size_of::<DirSlot>() as u64) }

@@ -76,6 +76,10 @@ pub struct BeforeImage {
     pub value: ValueRef,
 }
 
+/// Private pages for an in-place update: stamps, cids, links, and per
+/// changed column its values page and (if needed) null bitmap page.
+type WritablePages = (*mut u8, *mut u8, *mut u8, Vec<(*mut u8, Option<*mut u8>)>);
+
 /// Bits of a block summary word.
 const SUMMARY_CLEAN: u64 = 1 << 32;
 const SUMMARY_VERSION_SHIFT: u32 = 33;
@@ -129,6 +133,7 @@ impl Table {
     /// in `changes` (column, value; blobs prepared in `blobs`, one per
     /// change), created by `(xid, cid)`. Returns false, changing nothing and
     /// freeing nothing of the caller's, when the row moved on.
+    #[allow(clippy::too_many_arguments)] // the header to expect and the new version, spelt out
     pub fn update_in_place(
         &self,
         arena: &Arena,
@@ -144,7 +149,7 @@ impl Table {
         let _g = self.latch.shared();
         let epoch = self.snap_epoch.load(Ordering::Acquire);
         let mut retire = |p: u32| self.retire_page(arena, p);
-        let prepared = (|| -> AllocResult<(*mut u8, *mut u8, *mut u8, Vec<(*mut u8, Option<*mut u8>)>)> {
+        let prepared = (|| -> AllocResult<WritablePages> {
             let sp = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
             let cp = self.cids.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
             let lp = self.links.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;

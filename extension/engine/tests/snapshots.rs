@@ -156,7 +156,7 @@ fn churn_of_snapshots_under_writers_leaks_nothing() {
             while !stop.load(Ordering::Relaxed) {
                 r = (r + 4099) % n;
                 let h = t.header(a, r).unwrap();
-                let nv = (r as u64).to_ne_bytes();
+                let nv = r.to_ne_bytes();
                 let mut blobs = vec![];
                 t.prepare_blobs(a, &[Value::Fixed(&nv)], &mut blobs).unwrap();
                 if t.update_in_place(a, r, &h, x, 0, &[(0, Value::Fixed(&nv))], &blobs).unwrap() {

@@ -154,7 +154,7 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
     let mut n = 0u64;
     while let Some(row) = next() {
         n += 1;
-        if n % 8192 == 0 {
+        if n.is_multiple_of(8192) {
             pg_sys::check_for_interrupts!();
         }
         let Some(h) = table.header(arena, row) else { continue };
@@ -243,7 +243,7 @@ pub unsafe extern "C-unwind" fn index_validate_scan(
         pg_sys::IndexUniqueCheck::UNIQUE_CHECK_NO
     };
     for row in 0..table.nrows() {
-        if row % 8192 == 0 {
+        if row.is_multiple_of(8192) {
             pg_sys::check_for_interrupts!();
         }
         pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);

@@ -8,6 +8,9 @@
 //! `offset = row % ROWS_PER_BLOCK + 1` (DESIGN §3); `ROWS_PER_BLOCK` stays
 //! below `MaxHeapTuplesPerPage`, which bitmap scans and GIN assume.
 
+// Callback signatures are PostgreSQL's.
+#![allow(clippy::too_many_arguments)]
+
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 #[allow(unused_imports)]

@@ -522,7 +522,7 @@ pub unsafe fn getnext(
             return false;
         };
         visited += 1;
-        if visited % 8192 == 0 {
+        if visited.is_multiple_of(8192) {
             pg_sys::check_for_interrupts!();
         }
         if !summarize {

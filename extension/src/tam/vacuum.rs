@@ -179,10 +179,12 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
                 oldest_left = xid;
             }
         }
-        if h.locker != 0 && h.flags & (flag::LOCKER_MULTI | flag::SPECULATIVE) == 0 && change.locker.is_none() {
-            if h.locker >= FIRST_NORMAL_XID && precedes(h.locker, oldest_left) {
-                oldest_left = h.locker;
-            }
+        if h.locker >= FIRST_NORMAL_XID
+            && h.flags & (flag::LOCKER_MULTI | flag::SPECULATIVE) == 0
+            && change.locker.is_none()
+            && precedes(h.locker, oldest_left)
+        {
+            oldest_left = h.locker;
         }
     }
 
