@@ -1,7 +1,8 @@
 #!/bin/bash
 # Build a Linux 6.1 kernel (Debian's linux-source-6.1) with the vm_snapshot
 # patch and a debug config, boot it in QEMU (TCG) with a busybox initramfs,
-# run the C selftests inside, and check the kernel log.
+# run the C selftests and the engine's snapshot tests (its vm_snapshot
+# provider) inside, and check the kernel log.
 #
 #   kernel-patch/run-tests.sh            # build + selftests
 #   kernel-patch/run-tests.sh --bench    # build + micro-benchmark in the guest
@@ -197,10 +198,35 @@ if [ "$MODE" = test ]; then
 		gcc $CFLAGS -o "$root/tests/$name" "$t" ||
 			die "cannot compile $t"
 	done
+	# The engine's snapshot tests (extension/engine/tests/snapshots.rs),
+	# static, so that its vm_snapshot provider is tested on this kernel.
+	command -v cargo > /dev/null || die "cargo is needed for the engine's tests"
+	log "building the engine's snapshot tests (static)"
+	exe=$(cd "$REPO/extension/engine" &&
+		RUSTFLAGS="-C target-feature=+crt-static" \
+		CARGO_TARGET_DIR="$CACHE/engine-target" \
+		cargo test --release --target x86_64-unknown-linux-gnu \
+			--test snapshots --no-run --message-format=json \
+			2> "$OUT/engine-build.log" |
+		sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1 || true)
+	[ -n "$exe" ] && [ -x "$exe" ] || {
+		tail -20 "$OUT/engine-build.log" >&2
+		die "cannot build the engine's snapshot tests"
+	}
+	cp "$exe" "$root/tests/engine_snapshots"
 else
 	make -s -C "$REPO/bench/snapshot-micro" snapshot_micro >&2 ||
 		die "cannot build the benchmark"
 	cp "$REPO/bench/snapshot-micro/snapshot_micro" "$root/bench/"
+	# the engine's providers in the same experiments, static
+	(cd "$REPO/extension/engine" &&
+		RUSTFLAGS="-C target-feature=+crt-static" \
+		CARGO_TARGET_DIR="$CACHE/engine-target" \
+		cargo build -q --release --target x86_64-unknown-linux-gnu \
+			--example snapshot_micro) >&2 ||
+		die "cannot build the engine's benchmark"
+	cp "$CACHE/engine-target/x86_64-unknown-linux-gnu/release/examples/snapshot_micro" \
+		"$root/bench/engine_snapshot_micro"
 fi
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$OUT/initramfs.cpio.gz"
 

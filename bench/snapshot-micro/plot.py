@@ -20,7 +20,8 @@ from collections import defaultdict
 
 FIELDS = ["experiment", "env", "method", "cols", "col_pages", "modified",
           "vmas", "x", "ns"]
-ORDER = ["memcpy", "fork", "rewiring", "swcow", "vm_snapshot"]
+ORDER = ["memcpy", "fork", "rewiring", "swcow", "vm_snapshot", "engine-cow",
+         "engine-vm_snapshot"]
 
 
 def load(paths):

@@ -1,6 +1,8 @@
 #!/bin/bash
 # Run the snapshot micro-benchmark on this machine (every method but
-# vm_snapshot, unless the running kernel has it) and redraw the plots.
+# vm_snapshot, unless the running kernel has it), then the engine's own
+# providers (extension/engine/examples/snapshot_micro.rs), and redraw the
+# plots.
 #
 #   bench/snapshot-micro/run-host.sh [extra snapshot_micro options]
 #
@@ -24,6 +26,14 @@ echo "# columns of $pages pages (MemAvailable ${avail_kb} kB)" >&2
 
 "$HERE/snapshot_micro" -e host -p "$pages" -t 50 -r 3 -f 51200 -s 512 \
 	-d 2048 "$@" -o "$OUT/host.csv"
+
+# The engine's own providers, same sizes, rows appended (engine-cow, and
+# engine-vm_snapshot where the kernel has the call).
+REPO=$(cd "$HERE/../.." && pwd)
+(cd "$REPO/extension/engine" &&
+	CARGO_TARGET_DIR=target/bench cargo build -q --release --example snapshot_micro)
+"$REPO/extension/engine/target/bench/release/examples/snapshot_micro" -e host \
+	-p "$pages" -t 50 -r 3 -f 51200 -s 512 -d 2048 -o "$OUT/host.csv"
 
 # Debian's matplotlib (python3-matplotlib) lives in /usr/bin/python3.
 py=/usr/bin/python3

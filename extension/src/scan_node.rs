@@ -430,7 +430,7 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, _ancesto
             } else {
                 format!("created in {:.3} ms", (*s).snap_create_ns as f64 / 1e6)
             };
-            format!("{} #{} ({})", if m == Method::Cow { "cow" } else { "memcpy" }, (*s).snap_id, how)
+            format!("{} #{} ({})", m.name(), (*s).snap_id, how)
         }
     };
     let snap = std::ffi::CString::new(snap).expect("no NUL");

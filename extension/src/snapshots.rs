@@ -9,7 +9,7 @@
 
 use crate::shmem;
 use anker_engine::arena::Off;
-use anker_engine::snapshot::Method;
+use anker_engine::snapshot::{Method, SnapshotError};
 use anker_engine::table::{Table, TableKey};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -49,9 +49,6 @@ extern "C-unwind" {
     fn GUC_check_errcode(sqlerrcode: std::ffi::c_int);
 }
 
-/// Where the kernel patch announces the system call.
-const VM_SNAPSHOT_SYSFS: &str = "/sys/kernel/mm/vm_snapshot/abi_version";
-
 pub fn define_guc() {
     // SAFETY: DefineCustomEnumVariable keeps pointers to our statics, which
     // live for the whole process; called once from _PG_init.
@@ -85,16 +82,16 @@ unsafe extern "C-unwind" fn check_method(
     if *newval != Provider::VmSnapshot as i32 {
         return true;
     }
-    let (msg, detail) = if std::path::Path::new(VM_SNAPSHOT_SYSFS).exists() {
-        (
+    let (msg, detail) = match anker_engine::arena::vm_snapshot_syscall() {
+        Ok(_) => (
             "the vm_snapshot system call cannot snapshot anker tables",
-            "vm_snapshot gives copy-on-write only for process-private memory, and anker tables live in memory shared by all backends; see kernel-patch/README.md.",
-        )
-    } else {
-        (
+            "vm_snapshot gives copy-on-write only for process-private memory, and anker tables live in memory shared by all backends; see kernel-patch/README.md.".to_string(),
+        ),
+        Err(_) if !std::path::Path::new(anker_engine::arena::VM_SNAPSHOT_SYSFS).exists() => (
             "the vm_snapshot system call is not available on this kernel",
-            "anker.snapshot_method = vm_snapshot needs a kernel built with kernel-patch/0001-mm-add-vm_snapshot-system-call.patch (detected through /sys/kernel/mm/vm_snapshot/abi_version).",
-        )
+            format!("anker.snapshot_method = vm_snapshot needs a kernel built with kernel-patch/0001-mm-add-vm_snapshot-system-call.patch (detected through {}/abi_version).", anker_engine::arena::VM_SNAPSHOT_SYSFS),
+        ),
+        Err(why) => ("the vm_snapshot system call is not available on this kernel", format!("{why}.")),
     };
     GUC_check_errcode(pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED as i32);
     pg_sys::GUC_check_errmsg_string = pg_sys::pstrdup(std::ffi::CString::new(msg).unwrap().as_ptr());
@@ -168,9 +165,17 @@ pub unsafe fn acquire(table: &Table, cols: &[usize], method: Method, pg_snap: pg
         Some(s) => (s, true),
         None => match table.create_snapshot(arena, cols, method, creation_stamp()) {
             Ok(s) => (s, false),
-            Err(e) => {
+            Err(SnapshotError::OutOfMemory(e)) => {
                 pgrx::debug1!("anker: no column snapshot ({e}); reading the live columns");
                 return None;
+            }
+            Err(e) => {
+                pgrx::ereport!(
+                    PgLogLevel::ERROR,
+                    PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                    format!("anker cannot take a {} column snapshot: {e}", method.name())
+                );
+                unreachable!("ERROR does not return")
             }
         },
     };

@@ -1,5 +1,6 @@
 //! SQL-visible functions and views in schema `anker`.
 
+use anker_engine::snapshot::Method;
 use crate::shmem;
 use crate::tam::blocks_for_rows;
 use pgrx::prelude::*;
@@ -22,6 +23,7 @@ fn memory_usage() -> TableIterator<
         name!(used_bytes, i64),
         name!(peak_bytes, i64),
         name!(metadata_bytes, i64),
+        name!(warm_bytes, i64),
         name!(tables, i64),
     ),
 > {
@@ -33,6 +35,7 @@ fn memory_usage() -> TableIterator<
         s.used_bytes as i64,
         s.peak_bytes as i64,
         s.metadata_bytes as i64,
+        s.warm_bytes as i64,
         tables,
     ))
 }
@@ -98,7 +101,7 @@ fn snapshot_list() -> TableIterator<
     let mut rows = vec![];
     shmem::directory().for_each(arena, |t| {
         t.for_each_snapshot(arena, |s| {
-            let cow = s.method == anker_engine::snapshot::Method::Cow as u32;
+            let cow = s.method == Method::Cow as u32;
             // µs since the Unix epoch -> PostgreSQL's µs since 2000-01-01
             let pg_us = s.created_us as i64 - 946_684_800_000_000;
             rows.push((
@@ -106,7 +109,7 @@ fn snapshot_list() -> TableIterator<
                 pg_sys::Oid::from(t.key[0]),
                 pg_sys::Oid::from(t.key[1]),
                 pg_sys::Oid::from(t.key[2]),
-                if cow { "cow".to_string() } else { "memcpy".to_string() },
+                Method::from_u32(s.method).map_or("?", Method::name).to_string(),
                 s.columns(arena).iter().map(|c| *c as i32 + 1).collect(),
                 TimestampWithTimeZone::try_from(pg_us).unwrap_or_else(|_| TimestampWithTimeZone::negative_infinity()),
                 s.create_ns as f64 / 1e6,
@@ -133,7 +136,7 @@ COMMENT ON VIEW anker.snapshots IS 'live column snapshots: columns are attribute
 CREATE VIEW anker.stats AS SELECT * FROM anker.counters();
 COMMENT ON VIEW anker.stats IS 'anker event counters since server start (all databases)';
 CREATE VIEW anker.memory AS SELECT * FROM anker.memory_usage();
-COMMENT ON VIEW anker.memory IS 'anker arena: limit (anker.memory_limit), bytes in use, peak';
+COMMENT ON VIEW anker.memory IS 'anker arena: limit (anker.memory_limit), bytes in use, peak, metadata, free pages kept for reuse (warm), tables';
 
 CREATE VIEW anker.tables AS
 SELECT pg_filenode_relation(

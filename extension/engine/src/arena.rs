@@ -135,6 +135,14 @@ const ST_FREE_HEAD: u8 = 1;
 const ST_RUN_HEAD: u8 = 2;
 const ST_RUN_TAIL: u8 = 3;
 const ST_SLAB: u8 = 4;
+/// Free, but kept committed in the header's warm stack.
+const ST_WARM: u8 = 5;
+
+/// Single pages kept committed after being freed, so that the next
+/// allocation skips the system call and the page faults of fresh memory:
+/// copy-on-write copies, undo slabs and blob pages come and go at a high
+/// rate. 64 MiB at most.
+const WARM_PAGES: usize = 1024;
 
 #[repr(C)]
 struct Header {
@@ -160,6 +168,9 @@ struct Header {
     _pad: u32,
     /// Event counters shared by all processes (see [`crate::stats`]).
     counters: [AtomicU64; 32],
+    /// Warm free pages (relative page numbers), under `lock`.
+    warm: [u32; WARM_PAGES],
+    n_warm: u32,
 }
 
 /// A handle on a mapped arena. Cheap to copy around inside one process.
@@ -217,6 +228,8 @@ pub struct ArenaStats {
     pub used_bytes: u64,
     pub peak_bytes: u64,
     pub metadata_bytes: u64,
+    /// Free pages kept committed for quick reuse (not in `used_bytes`).
+    pub warm_bytes: u64,
 }
 
 fn ceil_log2(n: u64) -> u32 {
@@ -287,6 +300,41 @@ impl Arena {
 
     pub fn base(&self) -> *mut u8 {
         self.base
+    }
+
+    /// Is the arena shared with other processes (a memfd), rather than
+    /// private to this one?
+    pub fn is_shared(&self) -> bool {
+        self._fd.is_some()
+    }
+
+    /// Map a copy-on-write image of the whole arena, frozen as it is now,
+    /// with the kernel's `vm_snapshot(2)` (system call `nr`, see
+    /// [`vm_snapshot_syscall`]). Returns the image's base address: arena
+    /// offset `o` reads as of now at `image + o`, whatever is written to the
+    /// arena later. Only a private arena is frozen this way (for a shared
+    /// mapping the kernel aliases the pages). Costs one page-table-entry copy
+    /// per populated 4 KiB page of the arena.
+    pub fn map_frozen_image(&self, nr: libc::c_long) -> std::io::Result<*const u8> {
+        debug_assert!(!self.is_shared());
+        // SAFETY: vm_snapshot(NULL, src, len) creates a new mapping at an
+        // address the kernel picks and touches nothing of ours: the source
+        // range is our own mapping, page-aligned, `size` bytes long.
+        let r = unsafe { libc::syscall(nr, std::ptr::null_mut::<u8>(), self.base, self.size as usize) };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(r as usize as *const u8)
+    }
+
+    /// Unmap an image made by [`Arena::map_frozen_image`].
+    ///
+    /// # Safety
+    /// `image` came from `map_frozen_image` on this arena and nothing reads
+    /// it any more.
+    pub unsafe fn unmap_frozen_image(&self, image: *const u8) {
+        // SAFETY: the image is a mapping of exactly `size` bytes (caller).
+        unsafe { libc::munmap(image as *mut libc::c_void, self.size as usize) };
     }
 
     pub fn size(&self) -> u64 {
@@ -360,6 +408,8 @@ impl Arena {
         h.n_data_pages = n_data;
         h.lock.init();
         h.free_heads = [NIL; 40];
+        h.warm = [NIL; WARM_PAGES];
+        h.n_warm = 0;
         h.max_order = 31 - n_data.leading_zeros();
         h.pages_in_use.store(0, Ordering::Relaxed);
         h.peak_pages.store(0, Ordering::Relaxed);
@@ -416,6 +466,7 @@ impl Arena {
             used_bytes: h.pages_in_use.load(Ordering::Relaxed) * PAGE_SIZE as u64,
             peak_bytes: h.peak_pages.load(Ordering::Relaxed) * PAGE_SIZE as u64,
             metadata_bytes: h.first_data_page as u64 * PAGE_SIZE as u64,
+            warm_bytes: h.n_warm as u64 * PAGE_SIZE as u64,
         }
     }
 
@@ -543,9 +594,23 @@ impl Arena {
     /// Allocate a run of `n` zeroed pages owned by `owner`.
     pub fn alloc_pages(&self, owner: &PageOwner, n: u32) -> AllocResult<Off> {
         let requested = n as u64 * PAGE_SIZE as u64;
+        if n == 1 {
+            if let Some(off) = self.alloc_warm(owner, true) {
+                return Ok(off);
+            }
+        }
         let page = {
-            let _g = self.header().lock.lock();
-            let Some(page) = self.take_run(n) else {
+            let mut g = self.header().lock.lock();
+            let mut run = self.take_run(n);
+            if run.is_none() && self.header().n_warm > 0 {
+                // warm pages may be what splits the free space: return them
+                drop(g);
+                self.cool_down();
+                g = self.header().lock.lock();
+                run = self.take_run(n);
+            }
+            let _g = g;
+            let Some(page) = run else {
                 return Err(AllocError::OutOfMemory { requested });
             };
             {
@@ -580,7 +645,74 @@ impl Arena {
         self.release_run(owner, page, n);
     }
 
+    /// One page that the caller overwrites entirely before anything reads
+    /// it (a copy-on-write copy): like `alloc_pages(owner, 1)`, but a warm
+    /// page is not zeroed first.
+    pub fn alloc_page_to_overwrite(&self, owner: &PageOwner) -> AllocResult<Off> {
+        match self.alloc_warm(owner, false) {
+            Some(off) => Ok(off),
+            None => self.alloc_pages(owner, 1),
+        }
+    }
+
+    /// A warm page for `owner` (zeroed if `zero`), if there is one.
+    fn alloc_warm(&self, owner: &PageOwner, zero: bool) -> Option<Off> {
+        let page = {
+            let _g = self.header().lock.lock();
+            let h = self.header_mut();
+            if h.n_warm == 0 {
+                return None;
+            }
+            h.n_warm -= 1;
+            let page = h.warm[h.n_warm as usize];
+            let m = self.meta(page);
+            m.state = ST_RUN_HEAD;
+            m.run_pages = 1;
+            self.owner_link(owner, page);
+            owner.pages.fetch_add(1, Ordering::Relaxed);
+            let used = h.pages_in_use.fetch_add(1, Ordering::Relaxed) + 1;
+            h.peak_pages.fetch_max(used, Ordering::Relaxed);
+            page
+        };
+        if zero {
+            // SAFETY: the page is ours alone now and lies inside the mapping.
+            unsafe { std::ptr::write_bytes(self.ptr::<u8>(self.page_off(page)), 0, PAGE_SIZE) };
+        }
+        Some(self.page_off(page))
+    }
+
+    /// Give every warm page back to the system and the buddy allocator.
+    fn cool_down(&self) {
+        let pages: Vec<u32> = {
+            let _g = self.header().lock.lock();
+            let h = self.header_mut();
+            let n = std::mem::take(&mut h.n_warm) as usize;
+            h.warm[..n].to_vec()
+        };
+        for &p in &pages {
+            self.backing.release(self.page_off(p), PAGE_SIZE as u64);
+        }
+        let _g = self.header().lock.lock();
+        for p in pages {
+            self.meta(p).state = ST_UNUSED;
+            self.free_range(p, 1);
+        }
+    }
+
     fn release_run(&self, owner: &PageOwner, page: u32, n: u32) {
+        if n == 1 {
+            let _g = self.header().lock.lock();
+            let h = self.header_mut();
+            if (h.n_warm as usize) < WARM_PAGES {
+                self.owner_unlink(owner, page);
+                owner.pages.fetch_sub(1, Ordering::Relaxed);
+                h.pages_in_use.fetch_sub(1, Ordering::Relaxed);
+                self.meta(page).state = ST_WARM;
+                h.warm[h.n_warm as usize] = page;
+                h.n_warm += 1;
+                return;
+            }
+        }
         self.backing.release(self.page_off(page), n as u64 * PAGE_SIZE as u64);
         let _g = self.header().lock.lock();
         self.owner_unlink(owner, page);
@@ -856,6 +988,43 @@ impl Heap {
     }
 }
 
+// ---- the kernel's vm_snapshot(2) ---------------------------------------------
+
+/// Where a kernel built with `kernel-patch/` announces `vm_snapshot(2)`.
+pub const VM_SNAPSHOT_SYSFS: &str = "/sys/kernel/mm/vm_snapshot";
+
+/// The `vm_snapshot` semantics this engine relies on.
+const VM_SNAPSHOT_ABI: u32 = 1;
+
+/// The system call number of `vm_snapshot(2)` on the running kernel, or why
+/// it cannot be used. Detected once per process through sysfs: the number
+/// alone proves nothing, as later kernels give it to other calls.
+pub fn vm_snapshot_syscall() -> Result<libc::c_long, String> {
+    static DETECTED: std::sync::OnceLock<Result<libc::c_long, String>> = std::sync::OnceLock::new();
+    DETECTED
+        .get_or_init(|| {
+            let read = |name: &str| std::fs::read_to_string(format!("{VM_SNAPSHOT_SYSFS}/{name}"));
+            let abi = read("abi_version").map_err(|_| {
+                format!(
+                    "this kernel has no vm_snapshot system call ({VM_SNAPSHOT_SYSFS} is missing); \
+                     it needs kernel-patch/0001-mm-add-vm_snapshot-system-call.patch"
+                )
+            })?;
+            match abi.trim().parse::<u32>() {
+                Ok(VM_SNAPSHOT_ABI) => {}
+                _ => {
+                    return Err(format!(
+                        "the kernel's vm_snapshot ABI version is {:?}; anker needs version {VM_SNAPSHOT_ABI}",
+                        abi.trim()
+                    ))
+                }
+            }
+            let nr = read("syscall_nr").map_err(|e| format!("cannot read {VM_SNAPSHOT_SYSFS}/syscall_nr: {e}"))?;
+            nr.trim().parse::<libc::c_long>().map_err(|_| format!("bad vm_snapshot syscall_nr {:?}", nr.trim()))
+        })
+        .clone()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -891,6 +1060,29 @@ mod tests {
         let big = 1u32 << h.max_order;
         let o = a.alloc_pages(&owner, big).unwrap();
         a.free_pages(&owner, o);
+    }
+
+    #[test]
+    fn freed_single_pages_stay_warm_and_come_back_zeroed() {
+        let a = arena(128);
+        let owner = PageOwner::new();
+        let o = a.alloc_pages(&owner, 1).unwrap();
+        unsafe { *a.ptr::<u64>(o + 8) = 42 };
+        a.free_pages(&owner, o);
+        assert_eq!(a.stats().used_bytes, 0);
+        assert_eq!(a.stats().warm_bytes, PAGE_SIZE as u64);
+        let again = a.alloc_pages(&owner, 1).unwrap();
+        assert_eq!(again, o, "the warm page is reused first");
+        assert_eq!(unsafe { *a.ptr::<u64>(again + 8) }, 0);
+        assert_eq!(a.stats().warm_bytes, 0);
+        // more frees than the stack holds: the rest go back to the system
+        let pages: Vec<Off> = (0..WARM_PAGES + 10).map(|_| a.alloc_pages(&owner, 1).unwrap()).collect();
+        for p in pages {
+            a.free_pages(&owner, p);
+        }
+        a.free_pages(&owner, again);
+        assert_eq!(a.stats().warm_bytes, (WARM_PAGES * PAGE_SIZE) as u64);
+        assert_eq!(owner.pages.load(Ordering::Relaxed), 0);
     }
 
     #[test]

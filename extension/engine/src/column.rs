@@ -180,7 +180,7 @@ impl PageTable {
                 return Ok(arena.ptr::<u8>(page_no_off(entry_page(e))));
             }
             // Shared with a snapshot: copy on write.
-            let fresh = arena.alloc_pages(&heap.owner, 1)?;
+            let fresh = arena.alloc_page_to_overwrite(&heap.owner)?;
             // SAFETY: the old page is frozen (every writer copies it first)
             // and the fresh page is ours until published.
             unsafe {

@@ -10,6 +10,14 @@
 //!   one copies page numbers only.
 //! * [`Method::Memcpy`]: the arrays point at private copies of every page
 //!   (the physical-snapshot baseline).
+//! * [`Method::VmSnapshot`]: the arrays point at the live pages, read
+//!   through a copy-on-write image of the whole arena that the kernel's
+//!   `vm_snapshot(2)` (`kernel-patch/`) maps elsewhere in the address space;
+//!   writers write in place and the kernel copies the physical page they
+//!   fault on. Only for a process-private arena (the engine's
+//!   single-process mode): for the shared memfd arena of PostgreSQL the
+//!   kernel aliases the pages instead of freezing them. Refused, never
+//!   replaced by another provider, when the kernel lacks the call.
 //!
 //! Creation takes the table's latch exclusively, so no row is captured half
 //! written. Snapshots are reference-counted; the last release frees the
@@ -17,7 +25,7 @@
 //! memory retired while the snapshot lived (replaced pages, undo records,
 //! blobs) be reclaimed.
 
-use crate::arena::{AllocResult, Arena, Off, PageOwner, NULL_OFF, PAGE_SIZE};
+use crate::arena::{AllocError, Arena, Off, PageOwner, NULL_OFF, PAGE_SIZE};
 use crate::column::{page_no_off, PageTable};
 use crate::table::{ColCache, Cursor, Table};
 use crate::version::SUMMARY_ROWS_SHIFT;
@@ -28,6 +36,60 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 pub enum Method {
     Cow = 0,
     Memcpy = 1,
+    VmSnapshot = 2,
+}
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Cow => "cow",
+            Method::Memcpy => "memcpy",
+            Method::VmSnapshot => "vm_snapshot",
+        }
+    }
+
+    pub fn from_u32(m: u32) -> Option<Method> {
+        [Method::Cow, Method::Memcpy, Method::VmSnapshot].into_iter().find(|x| *x as u32 == m)
+    }
+}
+
+/// Why no snapshot was made.
+#[derive(Debug)]
+pub enum SnapshotError {
+    OutOfMemory(AllocError),
+    /// The provider cannot work here (arena kind, kernel); says why.
+    Unsupported(String),
+    /// `vm_snapshot(2)` failed.
+    Kernel(std::io::Error),
+}
+
+impl From<AllocError> for SnapshotError {
+    fn from(e: AllocError) -> Self {
+        SnapshotError::OutOfMemory(e)
+    }
+}
+
+impl std::fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SnapshotError::OutOfMemory(e) => e.fmt(f),
+            SnapshotError::Unsupported(why) => f.write_str(why),
+            SnapshotError::Kernel(e) => write!(f, "vm_snapshot failed: {e}"),
+        }
+    }
+}
+
+/// The `vm_snapshot(2)` system call number, if the provider can serve
+/// `arena`; otherwise why not.
+pub fn vm_snapshot_ready(arena: &Arena) -> Result<libc::c_long, SnapshotError> {
+    if arena.is_shared() {
+        return Err(SnapshotError::Unsupported(
+            "vm_snapshot gives copy-on-write only to process-private memory, and this arena is shared \
+             between processes; see kernel-patch/README.md"
+                .into(),
+        ));
+    }
+    crate::arena::vm_snapshot_syscall().map_err(SnapshotError::Unsupported)
 }
 
 /// Part ids for the system page tables; user columns use their index.
@@ -69,6 +131,8 @@ pub struct Snapshot {
     pub pages_captured: u64,
     pub pages_copied: u64,
     pub cow_at_create: u64,
+    /// Address of the arena image mapped by `vm_snapshot(2)`, or 0.
+    image: u64,
     next: AtomicU64,
     /// Private page copies (memcpy).
     owner: PageOwner,
@@ -105,6 +169,8 @@ impl Snapshot {
 pub struct Frozen {
     pub pages: *const u32,
     pub npages: u64,
+    /// Where page numbers resolve: the arena, or a `vm_snapshot` image of it.
+    pub base: *const u8,
 }
 
 fn now_us() -> u64 {
@@ -130,7 +196,11 @@ impl Table {
         cols: &[usize],
         method: Method,
         completion: u64,
-    ) -> AllocResult<Off> {
+    ) -> Result<Off, SnapshotError> {
+        let vm_snapshot_nr = match method {
+            Method::VmSnapshot => Some(vm_snapshot_ready(arena)?),
+            _ => None,
+        };
         let started = std::time::Instant::now();
         let mut which: Vec<u32> = vec![PART_STAMPS, PART_CIDS, PART_LINKS, PART_SUMMARIES];
         for &c in cols {
@@ -142,7 +212,7 @@ impl Table {
             Ok(p) => p,
             Err(e) => {
                 self.heap.free(arena, off);
-                return Err(e);
+                return Err(e.into());
             }
         };
         // SAFETY: fresh allocations, ours until published.
@@ -163,6 +233,7 @@ impl Table {
                     pages_captured: 0,
                     pages_copied: 0,
                     cow_at_create: 0,
+                    image: 0,
                     next: AtomicU64::new(NULL_OFF),
                     owner: PageOwner::new(),
                     parts: parts_off,
@@ -170,7 +241,7 @@ impl Table {
             );
             &mut *s
         };
-        let result = (|| -> AllocResult<()> {
+        let result = (|| -> Result<(), SnapshotError> {
             let _g = self.latch.exclusive();
             let nrows = self.nrows();
             snap.nrows = nrows;
@@ -187,11 +258,11 @@ impl Table {
                 snap.pages_captured += npages;
                 if method == Method::Memcpy {
                     for p in arr.iter_mut().filter(|p| **p != 0) {
-                        let copy = match arena.alloc_pages(&snap.owner, 1) {
+                        let copy = match arena.alloc_page_to_overwrite(&snap.owner) {
                             Ok(c) => c,
                             Err(e) => {
                                 self.heap.free(arena, pages);
-                                return Err(e);
+                                return Err(e.into());
                             }
                         };
                         // SAFETY: both are whole pages; the source is
@@ -202,7 +273,7 @@ impl Table {
                         *p = (copy >> crate::arena::PAGE_SHIFT) as u32;
                         snap.pages_copied += 1;
                     }
-                } else {
+                } else if method == Method::Cow {
                     pt.set_shared_epoch(snap.epoch);
                 }
                 // SAFETY: parts_off holds which.len() entries.
@@ -210,6 +281,12 @@ impl Table {
                     *arena.ptr::<Part>(parts_off).add(snap.nparts as usize) = Part { which: w, _pad: 0, npages, pages };
                 }
                 snap.nparts += 1;
+            }
+            if let Some(nr) = vm_snapshot_nr {
+                // Still under the exclusive latch: the image holds no row
+                // of this table half written. Other tables' pages in it
+                // may be, but nothing reads them there.
+                snap.image = arena.map_frozen_image(nr).map_err(SnapshotError::Kernel)? as u64;
             }
             Ok(())
         })();
@@ -219,7 +296,7 @@ impl Table {
             return Err(e);
         }
         arena.count(crate::stats::SNAPSHOTS_CREATED, 1);
-        arena.count(crate::stats::SNAPSHOT_PAGES_SHARED, if method == Method::Cow { snap.pages_captured } else { 0 });
+        arena.count(crate::stats::SNAPSHOT_PAGES_SHARED, if method == Method::Memcpy { 0 } else { snap.pages_captured });
         snap.id = arena.counter(crate::stats::SNAPSHOTS_CREATED);
         snap.create_ns = started.elapsed().as_nanos() as u64;
         let _g = self.snap_lock.lock();
@@ -290,6 +367,11 @@ impl Table {
     }
 
     fn free_snapshot(&self, arena: &Arena, snap: &mut Snapshot, off: Off) {
+        if snap.image != 0 {
+            // SAFETY: the image is this snapshot's, and with no reference
+            // left nothing reads it.
+            unsafe { arena.unmap_frozen_image(snap.image as *const u8) };
+        }
         for p in snap.parts(arena).to_vec() {
             self.heap.free(arena, p.pages);
         }
@@ -363,8 +445,9 @@ impl Table {
 
     /// Point a cursor and column caches at a snapshot's frozen pages.
     pub fn bind_snapshot(&self, arena: &Arena, snap: &Snapshot, cur: &mut Cursor, cols: &mut [(usize, &mut ColCache)]) {
+        let base = if snap.image != 0 { snap.image as *const u8 } else { arena.base() as *const u8 };
         let frozen = |w: u32| {
-            snap.part(arena, w).map(|p| Frozen { pages: arena.ptr::<u32>(p.pages) as *const u32, npages: p.npages })
+            snap.part(arena, w).map(|p| Frozen { pages: arena.ptr::<u32>(p.pages) as *const u32, npages: p.npages, base })
         };
         cur.freeze(frozen(PART_STAMPS), frozen(PART_CIDS), frozen(PART_LINKS), frozen(PART_SUMMARIES));
         for (c, cc) in cols.iter_mut() {

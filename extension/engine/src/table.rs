@@ -91,10 +91,18 @@ pub struct PageCache {
     /// page table.
     frozen: *const u32,
     nfrozen: u64,
+    /// Where frozen page numbers resolve (the arena or an image of it).
+    frozen_base: *const u8,
 }
 
 impl PageCache {
-    pub const EMPTY: PageCache = PageCache { idx: u64::MAX, ptr: std::ptr::null_mut(), frozen: std::ptr::null(), nfrozen: 0 };
+    pub const EMPTY: PageCache = PageCache {
+        idx: u64::MAX,
+        ptr: std::ptr::null_mut(),
+        frozen: std::ptr::null(),
+        nfrozen: 0,
+        frozen_base: std::ptr::null(),
+    };
 
     /// Forget the cached page (keeps the frozen source).
     fn forget(&mut self) {
@@ -108,6 +116,7 @@ impl PageCache {
             Some(f) => {
                 self.frozen = f.pages;
                 self.nfrozen = f.npages;
+                self.frozen_base = f.base;
             }
             None => {
                 // a part the snapshot lacks reads as absent
@@ -128,7 +137,13 @@ impl PageCache {
             } else if idx < self.nfrozen {
                 // SAFETY: the frozen array has nfrozen entries.
                 let p = unsafe { *self.frozen.add(idx as usize) };
-                if p == 0 { std::ptr::null_mut() } else { arena.ptr::<u8>(crate::column::page_no_off(p)) }
+                if p == 0 {
+                    std::ptr::null_mut()
+                } else {
+                    // SAFETY: frozen page numbers are arena pages, and the
+                    // base maps the whole arena (itself or an image).
+                    unsafe { self.frozen_base.add(crate::column::page_no_off(p) as usize) as *mut u8 }
+                }
             } else {
                 std::ptr::null_mut()
             };

@@ -1,8 +1,11 @@
 //! Virtual snapshots: frozen content under concurrent writes, copy-on-write
-//! accounting, memcpy snapshots, and no leaks under churn.
+//! accounting, memcpy snapshots, and no leaks under churn, for every
+//! provider this machine has: `vm_snapshot` joins in when the kernel
+//! provides it (the QEMU guest of `kernel-patch/run-tests.sh`, which sets
+//! `ANKER_REQUIRE_VM_SNAPSHOT=1` so that a missing call fails instead).
 
 use anker_engine::arena::Arena;
-use anker_engine::snapshot::Method;
+use anker_engine::snapshot::{Method, SnapshotError};
 use anker_engine::table::{flag, ColumnSpec, Cursor, Directory, RowChange, Table, Value, ValueRef};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -45,14 +48,45 @@ fn sum(a: &Arena, t: &Table, cur: &mut Cursor, cc: &mut anker_engine::table::Col
     (s, n)
 }
 
-fn both_methods(f: impl Fn(Method)) {
-    f(Method::Cow);
-    f(Method::Memcpy);
+/// Is the kernel's vm_snapshot(2) here? Fails the test where it must be.
+fn vm_snapshot_here() -> bool {
+    let found = anker_engine::arena::vm_snapshot_syscall();
+    if std::env::var_os("ANKER_REQUIRE_VM_SNAPSHOT").is_some() {
+        found.as_ref().expect("ANKER_REQUIRE_VM_SNAPSHOT is set");
+    }
+    found.is_ok()
+}
+
+fn methods() -> Vec<Method> {
+    let mut m = vec![Method::Cow, Method::Memcpy];
+    if vm_snapshot_here() {
+        m.push(Method::VmSnapshot);
+    }
+    m
+}
+
+fn each_method(f: impl Fn(Method)) {
+    for m in methods() {
+        f(m);
+    }
+}
+
+/// vm_snapshot images of `a` mapped in this process: mappings of its size
+/// other than the arena itself.
+fn images(a: &Arena) -> usize {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().next()?.split_once('-'))
+        .filter(|(lo, hi)| {
+            let (lo, hi) = (u64::from_str_radix(lo, 16).unwrap(), u64::from_str_radix(hi, 16).unwrap());
+            hi - lo == a.size() && lo != a.base() as u64
+        })
+        .count()
 }
 
 #[test]
 fn snapshot_is_frozen_while_writers_go_on() {
-    both_methods(|method| {
+    each_method(|method| {
         let a = setup(512);
         let dir = Directory::get(&a).unwrap();
         let t = dir.get_or_create(&a, &[1, 1, 1, 0], &|| vec![ColumnSpec::fixed(8), ColumnSpec::var()]).unwrap();
@@ -96,6 +130,7 @@ fn snapshot_is_frozen_while_writers_go_on() {
         match method {
             Method::Cow => assert!(copies > 0, "writers copied shared pages"),
             Method::Memcpy => assert_eq!(copies, 0, "memcpy snapshots share nothing"),
+            Method::VmSnapshot => assert_eq!(copies, 0, "the kernel copies, not the engine"),
         }
         t.release_snapshot(&a, snap_off);
         // copies made for the snapshot are gone again; only new data stays
@@ -167,8 +202,10 @@ fn churn_of_snapshots_under_writers_leaks_nothing() {
                 x += 1;
             }
         });
+        let methods = methods();
         for i in 0..1000 {
-            let method = if i % 10 == 0 { Method::Memcpy } else { Method::Cow };
+            // mostly cow; every fifth another provider
+            let method = if i % 5 == 0 { methods[1 + (i / 5) % (methods.len() - 1)] } else { Method::Cow };
             let s = t.create_snapshot(a, &[0, 1], method, 0).unwrap();
             let snap = t.snapshot(a, s);
             let mut cur = Cursor::NEW;
@@ -186,6 +223,110 @@ fn churn_of_snapshots_under_writers_leaks_nothing() {
     t.reclaim(&a);
     let used = a.stats().used_bytes;
     assert!(used <= baseline + (2 << 20), "memory after churn {used} vs baseline {baseline}");
+    let mut live = 0;
+    t.for_each_snapshot(&a, |_| live += 1);
+    assert_eq!(live, 0);
+    assert_eq!(images(&a), 0, "every vm_snapshot image is unmapped");
+}
+
+/// Writers update both columns of a row to one value, in place, while
+/// snapshots are taken: a snapshot never holds a torn row, and reading it
+/// twice gives the same answer however far the writers got.
+#[test]
+fn no_torn_rows_in_snapshots_under_concurrent_writers() {
+    each_method(|method| {
+        let a = setup(512);
+        let dir = Directory::get(&a).unwrap();
+        let t = dir.get_or_create(&a, &[5, 5, 5, method as u32], &|| vec![ColumnSpec::fixed(8), ColumnSpec::fixed(8)]).unwrap();
+        let n = 40_000u64;
+        for i in 0..n {
+            let v = i.to_ne_bytes();
+            let vals = [Value::Fixed(&v), Value::Fixed(&v)];
+            let mut blobs = vec![];
+            t.prepare_blobs(&a, &vals, &mut blobs).unwrap();
+            let mut out = vec![];
+            t.insert_rows(&a, &[&vals], &blobs, 10, 0, flag::XMIN_COMMITTED, 0, &mut out).unwrap();
+        }
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            let (a, stop) = (&a, &stop);
+            for w in 0..2u64 {
+                sc.spawn(move || {
+                    let mut blobs = vec![];
+                    let mut x = 20u32;
+                    let mut r = w;
+                    while !stop.load(Ordering::Relaxed) {
+                        r = (r + 7919) % n;
+                        let h = t.header(a, r).unwrap();
+                        let v = (x as u64 * n + r).to_ne_bytes();
+                        let changes = [(0, Value::Fixed(&v)), (1, Value::Fixed(&v))];
+                        t.prepare_blobs(a, &[Value::Fixed(&v), Value::Fixed(&v)], &mut blobs).unwrap();
+                        if t.update_in_place(a, r, &h, x, 0, &changes, &blobs).unwrap() {
+                            t.prune_chain(a, r, &|_| true);
+                        } else {
+                            t.discard_blobs(a, &blobs);
+                        }
+                        blobs.clear();
+                        x += 1;
+                    }
+                });
+            }
+            for _ in 0..20 {
+                let s = t.create_snapshot(a, &[0, 1], method, 0).unwrap();
+                let snap = t.snapshot(a, s);
+                let read = || {
+                    let mut cur = Cursor::NEW;
+                    let mut c0 = t.col_cache(a, 0);
+                    let mut c1 = t.col_cache(a, 1);
+                    t.bind_snapshot(a, snap, &mut cur, &mut [(0, &mut c0), (1, &mut c1)]);
+                    let mut sum = 0u64;
+                    for r in 0..snap.nrows {
+                        assert!(t.cursor_header(a, &mut cur, r).is_some());
+                        let (v0, v1) = (fixed(t.cursor_value(a, &mut c0, r)), fixed(t.cursor_value(a, &mut c1, r)));
+                        assert_eq!(v0, v1, "{method:?}: row {r} torn");
+                        assert_eq!(v0 % n, r, "{method:?}: row {r} holds another row's value");
+                        sum = sum.wrapping_add(v0);
+                    }
+                    sum
+                };
+                let first = read();
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                assert_eq!(read(), first, "{method:?}: the snapshot changed under the writers");
+                t.release_snapshot(a, s);
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+    });
+}
+
+/// The provider is used when the kernel has the call and refused with the
+/// reason when it does not; a shared arena is always refused, as the kernel
+/// would alias its pages instead of freezing them.
+#[test]
+fn vm_snapshot_is_used_when_detected_and_refused_otherwise() {
+    let shared = Arena::create_shared(32 << 20).unwrap(); // not the size of `a` below
+    shared.format(4).unwrap();
+    let t = Directory::create(&shared, 4).unwrap().get_or_create(&shared, &[6, 6, 6, 0], &|| vec![ColumnSpec::fixed(8)]).unwrap();
+    match t.create_snapshot(&shared, &[0], Method::VmSnapshot, 0) {
+        Err(SnapshotError::Unsupported(why)) => assert!(why.contains("process-private"), "{why}"),
+        other => panic!("a shared arena must be refused: {other:?}"),
+    }
+
+    let a = setup(64);
+    let t = Directory::get(&a).unwrap().get_or_create(&a, &[6, 6, 6, 0], &|| vec![ColumnSpec::fixed(8), ColumnSpec::var()]).unwrap();
+    insert(&a, t, 42, 10);
+    match (vm_snapshot_here(), t.create_snapshot(&a, &[0], Method::VmSnapshot, 0)) {
+        (true, Ok(s)) => {
+            assert_eq!(t.snapshot(&a, s).method, Method::VmSnapshot as u32);
+            assert_eq!(images(&a), 1, "the image is one new mapping");
+            t.release_snapshot(&a, s);
+            assert_eq!(images(&a), 0);
+        }
+        (false, Err(SnapshotError::Unsupported(why))) => {
+            assert!(why.contains("kernel-patch/0001-mm-add-vm_snapshot-system-call.patch"), "{why}")
+        }
+        (here, other) => panic!("vm_snapshot detected: {here}, yet: {other:?}"),
+    }
     let mut live = 0;
     t.for_each_snapshot(&a, |_| live += 1);
     assert_eq!(live, 0);
