@@ -8,8 +8,7 @@
 //!
 //! The page table has two levels: a fixed directory of [`DIR_ENTRIES`]
 //! chunk offsets inside the column header, and chunks of [`CHUNK_ENTRIES`]
-//! entries allocated from the table's heap on demand. Chunks never move, so
-//! readers need no protection against page-table growth.
+//! entries allocated from the table's heap on demand.
 //!
 //! Each entry packs the page's arena page number (low 32 bits) with its
 //! *birth epoch* (high 32 bits): the table's snapshot epoch when the page
@@ -17,6 +16,18 @@
 //! shares every page born before `e`; a writer that meets such a page copies
 //! it first and swaps the entry (software copy-on-write, DESIGN §5). Packing
 //! both into one word makes the swap a single compare-and-swap.
+//!
+//! Chunks are shared the same way, one level up: a snapshot keeps the
+//! directory's chunk offsets, not the entries, and every chunk records its
+//! own birth epoch; a writer about to change an entry of a chunk born before
+//! the shared epoch copies the chunk and swaps the directory entry first.
+//! Creating a snapshot so costs one word per 1,024 pages. A replaced chunk
+//! or page is retired, not freed, so a reader that still holds it reads a
+//! consistent older state (and finds out through the table's `cow_gen`).
+//!
+//! All writers of entries hold the table's snapshot latch shared, and the
+//! shared epoch changes only under the latch held exclusively: every writer
+//! of one latch period agrees on what is shared.
 
 use crate::arena::{AllocResult, Arena, Heap, Off, PAGE_SHIFT, PAGE_SIZE};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -26,6 +37,48 @@ pub const CHUNK_SHIFT: u32 = 10;
 pub const CHUNK_ENTRIES: usize = 1 << CHUNK_SHIFT;
 /// Pages a page table can address.
 pub const MAX_PAGES: u64 = (DIR_ENTRIES * CHUNK_ENTRIES) as u64;
+
+/// A chunk of page-table entries.
+#[repr(C)]
+pub struct Chunk {
+    /// Snapshot epoch at which the chunk became private to the live column.
+    birth: u64,
+    entries: [AtomicU64; CHUNK_ENTRIES],
+}
+
+/// What a writer replaced and must retire (snapshots may still read it).
+#[derive(Clone, Copy, Debug)]
+pub enum Replaced {
+    /// A page (its arena page number).
+    Page(u32),
+    /// A chunk of the page table (its arena offset).
+    Chunk(Off),
+}
+
+/// Read the page number of page `idx` from a frozen chunk directory
+/// (`chunks`, one offset per chunk, 0 for none) whose chunks and pages are
+/// mapped at `base`. Null when the page is missing.
+///
+/// # Safety
+/// `chunks` holds at least `idx / CHUNK_ENTRIES + 1` offsets of chunks that
+/// `base` maps and that stay unchanged while the caller reads them.
+#[inline(always)]
+pub unsafe fn frozen_page(base: *const u8, chunks: *const Off, idx: u64) -> *mut u8 {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let c = *chunks.add((idx >> CHUNK_SHIFT) as usize);
+        if c == 0 {
+            return std::ptr::null_mut();
+        }
+        let chunk = &*(base.add(c as usize) as *const Chunk);
+        let e = chunk.entries[(idx as usize) & (CHUNK_ENTRIES - 1)].load(Ordering::Relaxed);
+        if e == 0 {
+            std::ptr::null_mut()
+        } else {
+            base.add(page_no_off(entry_page(e)) as usize) as *mut u8
+        }
+    }
+}
 
 #[inline(always)]
 pub fn entry_page(e: u64) -> u32 {
@@ -92,7 +145,7 @@ impl PageTable {
     }
 
     #[inline(always)]
-    fn chunk<'a>(&self, arena: &'a Arena, page_idx: u64) -> Option<&'a [AtomicU64; CHUNK_ENTRIES]> {
+    fn chunk<'a>(&self, arena: &'a Arena, page_idx: u64) -> Option<&'a Chunk> {
         let d = (page_idx >> CHUNK_SHIFT) as usize;
         if d >= DIR_ENTRIES {
             return None;
@@ -101,16 +154,16 @@ impl PageTable {
         if c == 0 {
             return None;
         }
-        // SAFETY: a non-zero directory entry is a published chunk of
-        // CHUNK_ENTRIES atomics that lives as long as the table.
-        Some(unsafe { arena.get::<[AtomicU64; CHUNK_ENTRIES]>(c) })
+        // SAFETY: a non-zero directory entry is a published chunk; one that
+        // is replaced is retired, and readers hold a reclamation epoch.
+        Some(unsafe { arena.get::<Chunk>(c) })
     }
 
     /// The entry for page `page_idx`, 0 when the page does not exist.
     #[inline(always)]
     pub fn entry(&self, arena: &Arena, page_idx: u64) -> u64 {
         match self.chunk(arena, page_idx) {
-            Some(c) => c[(page_idx as usize) & (CHUNK_ENTRIES - 1)].load(Ordering::Acquire),
+            Some(c) => c.entries[(page_idx as usize) & (CHUNK_ENTRIES - 1)].load(Ordering::Acquire),
             None => 0,
         }
     }
@@ -126,26 +179,54 @@ impl PageTable {
         }
     }
 
-    fn entry_slot<'a>(&self, arena: &'a Arena, heap: &Heap, page_idx: u64) -> AllocResult<&'a AtomicU64> {
-        let d = (page_idx >> CHUNK_SHIFT) as usize;
+    /// Chunk `d`, private to the live column and ready for its entries to
+    /// change: allocated (empty) when missing, copied when a live snapshot
+    /// shares it (the old one goes to `retire`). Same contract as
+    /// [`page_for_write`](Self::page_for_write).
+    fn chunk_for_write<'a>(
+        &self,
+        arena: &'a Arena,
+        heap: &Heap,
+        d: usize,
+        epoch: u32,
+        retire: &mut dyn FnMut(Replaced),
+    ) -> AllocResult<&'a Chunk> {
         assert!(d < DIR_ENTRIES, "column exceeds {MAX_PAGES} pages");
-        let mut c = self.dir[d].load(Ordering::Acquire);
-        if c == 0 {
-            let bytes = CHUNK_ENTRIES * 8;
-            let fresh = heap.alloc(arena, bytes)?;
-            // SAFETY: fresh allocation of `bytes` bytes, ours alone until published.
-            unsafe { std::ptr::write_bytes(arena.ptr::<u8>(fresh), 0, bytes) };
-            match self.dir[d].compare_exchange(0, fresh, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => c = fresh,
-                Err(winner) => {
-                    heap.free(arena, fresh);
-                    c = winner;
+        loop {
+            let c = self.dir[d].load(Ordering::Acquire);
+            // SAFETY: as in `chunk`.
+            let old = (c != 0).then(|| unsafe { arena.get::<Chunk>(c) });
+            if let Some(chunk) = old {
+                if chunk.birth as u32 >= self.shared_epoch.load(Ordering::Acquire) {
+                    return Ok(chunk);
                 }
             }
+            let fresh = heap.alloc(arena, std::mem::size_of::<Chunk>())?;
+            // SAFETY: a fresh allocation the size of a chunk, ours until
+            // published. A shared chunk is frozen: no writer changes it.
+            let new = unsafe {
+                let p = arena.ptr::<Chunk>(fresh);
+                (*p).birth = epoch as u64;
+                match old {
+                    Some(o) => {
+                        for (to, from) in (*p).entries.iter().zip(o.entries.iter()) {
+                            to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+                        }
+                    }
+                    None => std::ptr::write_bytes((*p).entries.as_mut_ptr(), 0, CHUNK_ENTRIES),
+                }
+                &*p
+            };
+            match self.dir[d].compare_exchange(c, fresh, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    if c != 0 {
+                        retire(Replaced::Chunk(c));
+                    }
+                    return Ok(new);
+                }
+                Err(_) => heap.free(arena, fresh),
+            }
         }
-        // SAFETY: as in `chunk`.
-        let chunk = unsafe { arena.get::<[AtomicU64; CHUNK_ENTRIES]>(c) };
-        Ok(&chunk[(page_idx as usize) & (CHUNK_ENTRIES - 1)])
     }
 
     /// The page holding `row`, private to the live column and ready for
@@ -159,10 +240,11 @@ impl PageTable {
         heap: &Heap,
         row: u64,
         epoch: u32,
-        retire: &mut dyn FnMut(u32),
+        retire: &mut dyn FnMut(Replaced),
     ) -> AllocResult<*mut u8> {
         let page_idx = row >> self.rows_shift;
-        let slot = self.entry_slot(arena, heap, page_idx)?;
+        let chunk = self.chunk_for_write(arena, heap, (page_idx >> CHUNK_SHIFT) as usize, epoch, retire)?;
+        let slot = &chunk.entries[(page_idx as usize) & (CHUNK_ENTRIES - 1)];
         loop {
             let e = slot.load(Ordering::Acquire);
             if e == 0 {
@@ -194,7 +276,7 @@ impl PageTable {
             match slot.compare_exchange(e, new, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
                     arena.count(crate::stats::COW_PAGE_COPIES, 1);
-                    retire(entry_page(e));
+                    retire(Replaced::Page(entry_page(e)));
                     return Ok(arena.ptr::<u8>(fresh));
                 }
                 Err(_) => arena.free_pages(&heap.owner, fresh),
@@ -210,8 +292,8 @@ impl PageTable {
                 continue;
             }
             // SAFETY: as in `chunk`.
-            let chunk = unsafe { arena.get::<[AtomicU64; CHUNK_ENTRIES]>(c) };
-            for (i, e) in chunk.iter().enumerate() {
+            let chunk = unsafe { arena.get::<Chunk>(c) };
+            for (i, e) in chunk.entries.iter().enumerate() {
                 let e = e.load(Ordering::Acquire);
                 if e != 0 {
                     f(((d << CHUNK_SHIFT) | i) as u64, e);
@@ -220,34 +302,65 @@ impl PageTable {
         }
     }
 
-    /// Copy the page numbers of pages `0..npages` into `out` (a snapshot's
-    /// frozen page table). Missing pages become 0.
-    pub fn copy_pages(&self, arena: &Arena, npages: u64, out: &mut [u32]) {
-        let mut p = 0u64;
-        while p < npages {
-            let d = (p >> CHUNK_SHIFT) as usize;
-            let n = (CHUNK_ENTRIES as u64 - (p & (CHUNK_ENTRIES as u64 - 1))).min(npages - p);
-            let c = self.dir[d].load(Ordering::Acquire);
-            if c == 0 {
-                out[p as usize..(p + n) as usize].fill(0);
-            } else {
-                // SAFETY: as in `chunk`.
-                let chunk = unsafe { arena.get::<[AtomicU64; CHUNK_ENTRIES]>(c) };
-                let base = (p as usize) & (CHUNK_ENTRIES - 1);
-                for i in 0..n as usize {
-                    out[p as usize + i] = entry_page(chunk[base + i].load(Ordering::Relaxed));
-                }
-            }
-            p += n;
+    /// The directory entries (chunk offsets, 0 for none) covering pages
+    /// `0..npages`, into `out` (one per chunk): a snapshot's frozen page
+    /// table once the shared epoch covers them.
+    pub fn capture_chunks(&self, npages: u64, out: &mut [Off]) {
+        for (d, o) in out.iter_mut().enumerate().take(npages.div_ceil(CHUNK_ENTRIES as u64) as usize) {
+            *o = self.dir[d].load(Ordering::Acquire);
         }
     }
 
-    /// Replace page `page_idx` (a page being reclaimed); returns the old entry.
-    pub fn take_page(&self, arena: &Arena, page_idx: u64) -> u64 {
-        match self.chunk(arena, page_idx) {
-            Some(c) => c[(page_idx as usize) & (CHUNK_ENTRIES - 1)].swap(0, Ordering::AcqRel),
-            None => 0,
+    /// Remove page `page_idx` (a page being released); returns the old
+    /// entry. Same contract as [`page_for_write`](Self::page_for_write).
+    pub fn take_page(
+        &self,
+        arena: &Arena,
+        heap: &Heap,
+        page_idx: u64,
+        epoch: u32,
+        retire: &mut dyn FnMut(Replaced),
+    ) -> AllocResult<u64> {
+        if self.entry(arena, page_idx) == 0 {
+            return Ok(0);
         }
+        let chunk = self.chunk_for_write(arena, heap, (page_idx >> CHUNK_SHIFT) as usize, epoch, retire)?;
+        Ok(chunk.entries[(page_idx as usize) & (CHUNK_ENTRIES - 1)].swap(0, Ordering::AcqRel))
+    }
+
+    /// A private copy of chunk `src` (frozen) for a physical snapshot: the
+    /// first `limit` entries, each page number passed through `copy`, the
+    /// rest empty. Allocated from `heap`; the caller frees it.
+    pub fn copy_chunk(
+        arena: &Arena,
+        heap: &Heap,
+        src: Off,
+        limit: usize,
+        copy: &mut dyn FnMut(u32) -> AllocResult<u32>,
+    ) -> AllocResult<Off> {
+        let fresh = heap.alloc(arena, std::mem::size_of::<Chunk>())?;
+        // SAFETY: a fresh allocation the size of a chunk, ours alone; `src`
+        // is a live chunk that no writer changes (the caller holds the
+        // table's latch exclusively).
+        let (new, old) = unsafe {
+            let p = arena.ptr::<Chunk>(fresh);
+            (*p).birth = 0;
+            std::ptr::write_bytes((*p).entries.as_mut_ptr(), 0, CHUNK_ENTRIES);
+            (&*p, arena.get::<Chunk>(src))
+        };
+        for i in 0..limit.min(CHUNK_ENTRIES) {
+            let e = old.entries[i].load(Ordering::Relaxed);
+            if e != 0 {
+                match copy(entry_page(e)) {
+                    Ok(page) => new.entries[i].store(make_entry(page, 0), Ordering::Relaxed),
+                    Err(err) => {
+                        heap.free(arena, fresh);
+                        return Err(err);
+                    }
+                }
+            }
+        }
+        Ok(fresh)
     }
 }
 

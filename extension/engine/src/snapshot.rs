@@ -1,17 +1,18 @@
 //! Virtual snapshots of columns (DESIGN §5).
 //!
 //! A snapshot freezes some columns of a table (always with the system
-//! columns) as they are at one instant, while writers go on. It is a set of
-//! flat page arrays, one per captured page table. Providers:
+//! columns) as they are at one instant, while writers go on. It keeps, per
+//! captured page table, the directory of its chunks (one word per 1,024
+//! pages; see `column.rs`). Providers:
 //!
-//! * [`Method::Cow`]: the arrays point at the live pages, and the table's
-//!   snapshot epoch moves on; a writer that meets a page born before a live
-//!   snapshot's epoch copies it first (`PageTable::page_for_write`). Creating
-//!   one copies page numbers only.
-//! * [`Method::Memcpy`]: the arrays point at private copies of every page
-//!   (the physical-snapshot baseline).
-//! * [`Method::VmSnapshot`]: the arrays point at the live pages, read
-//!   through a copy-on-write image of the whole arena that the kernel's
+//! * [`Method::Cow`]: the live chunks, and the table's snapshot epoch moves
+//!   on; a writer that meets a chunk or a page born before a live
+//!   snapshot's epoch copies it first (`PageTable::page_for_write`).
+//!   Creating one copies chunk offsets only.
+//! * [`Method::Memcpy`]: private chunks pointing at private copies of every
+//!   page (the physical-snapshot baseline).
+//! * [`Method::VmSnapshot`]: the live chunks and pages, read through a
+//!   copy-on-write image of the whole arena that the kernel's
 //!   `vm_snapshot(2)` (`kernel-patch/`) maps elsewhere in the address space;
 //!   writers write in place and the kernel copies the physical page they
 //!   fault on. Only for a process-private arena (the engine's
@@ -25,8 +26,8 @@
 //! memory retired while the snapshot lived (replaced pages, undo records,
 //! blobs) be reclaimed.
 
-use crate::arena::{AllocError, Arena, Off, PageOwner, NULL_OFF, PAGE_SIZE};
-use crate::column::{page_no_off, PageTable};
+use crate::arena::{AllocError, AllocResult, Arena, Off, PageOwner, NULL_OFF, PAGE_SHIFT, PAGE_SIZE};
+use crate::column::{page_no_off, PageTable, CHUNK_ENTRIES};
 use crate::table::{ColCache, Cursor, Table};
 use crate::version::SUMMARY_ROWS_SHIFT;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -106,8 +107,23 @@ struct Part {
     which: u32,
     _pad: u32,
     npages: u64,
-    /// `[u32; npages]`: arena page numbers, 0 for missing pages.
-    pages: Off,
+    /// `[Off; npages / CHUNK_ENTRIES rounded up]`: the page table's chunks
+    /// (memcpy: the snapshot's own), 0 for missing ones.
+    chunks: Off,
+}
+
+impl Part {
+    // Arena memory is mutable behind `&`; the part's array is the
+    // snapshot's, written only while the snapshot is being built.
+    #[allow(clippy::mut_from_ref)]
+    fn chunks<'a>(&self, arena: &'a Arena) -> &'a mut [Off] {
+        // SAFETY: `chunks` holds that many offsets, owned by the snapshot.
+        unsafe { std::slice::from_raw_parts_mut(arena.ptr::<Off>(self.chunks), nchunks(self.npages)) }
+    }
+}
+
+fn nchunks(npages: u64) -> usize {
+    npages.div_ceil(CHUNK_ENTRIES as u64) as usize
 }
 
 #[repr(C)]
@@ -164,10 +180,10 @@ impl Snapshot {
     }
 }
 
-/// A frozen page array, as cursors use it.
+/// A frozen page table, as cursors use it (see `column::frozen_page`).
 #[derive(Clone, Copy, Debug)]
 pub struct Frozen {
-    pub pages: *const u32,
+    pub chunks: *const Off,
     pub npages: u64,
     /// Where page numbers resolve: the arena, or a `vm_snapshot` image of it.
     pub base: *const u8,
@@ -251,36 +267,20 @@ impl Table {
                 let pt = self.page_table_of(arena, w);
                 let units = if w == PART_SUMMARIES { nrows.div_ceil(1 << SUMMARY_ROWS_SHIFT) } else { nrows };
                 let npages = units.div_ceil(pt.rows_per_page());
-                let pages = self.heap.alloc(arena, (npages as usize * 4).max(4))?;
-                // SAFETY: fresh allocation of npages u32s.
-                let arr = unsafe { std::slice::from_raw_parts_mut(arena.ptr::<u32>(pages), npages as usize) };
-                pt.copy_pages(arena, npages, arr);
-                snap.pages_captured += npages;
-                if method == Method::Memcpy {
-                    for p in arr.iter_mut().filter(|p| **p != 0) {
-                        let copy = match arena.alloc_page_to_overwrite(&snap.owner) {
-                            Ok(c) => c,
-                            Err(e) => {
-                                self.heap.free(arena, pages);
-                                return Err(e.into());
-                            }
-                        };
-                        // SAFETY: both are whole pages; the source is
-                        // stable under the exclusive latch.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(arena.ptr::<u8>(page_no_off(*p)), arena.ptr::<u8>(copy), PAGE_SIZE)
-                        };
-                        *p = (copy >> crate::arena::PAGE_SHIFT) as u32;
-                        snap.pages_copied += 1;
-                    }
-                } else if method == Method::Cow {
-                    pt.set_shared_epoch(snap.epoch);
-                }
-                // SAFETY: parts_off holds which.len() entries.
-                unsafe {
-                    *arena.ptr::<Part>(parts_off).add(snap.nparts as usize) = Part { which: w, _pad: 0, npages, pages };
-                }
+                let chunks = self.heap.alloc(arena, (nchunks(npages) * 8).max(8))?;
+                let part = Part { which: w, _pad: 0, npages, chunks };
+                let arr = part.chunks(arena);
+                pt.capture_chunks(npages, arr);
+                // SAFETY: parts_off holds which.len() entries; recorded now,
+                // so that a failure below frees what the part holds.
+                unsafe { *arena.ptr::<Part>(parts_off).add(snap.nparts as usize) = part };
                 snap.nparts += 1;
+                snap.pages_captured += npages;
+                match method {
+                    Method::Cow => pt.set_shared_epoch(snap.epoch),
+                    Method::Memcpy => self.copy_part(arena, snap, arr, npages)?,
+                    Method::VmSnapshot => {}
+                }
             }
             if let Some(nr) = vm_snapshot_nr {
                 // Still under the exclusive latch: the image holds no row
@@ -366,6 +366,34 @@ impl Table {
         self.reclaim(arena);
     }
 
+    /// Replace a memcpy part's chunks (still the live ones) by private
+    /// chunks of private page copies. On failure the part holds only what
+    /// it owns.
+    fn copy_part(&self, arena: &Arena, snap: &mut Snapshot, chunks: &mut [Off], npages: u64) -> AllocResult<()> {
+        for k in 0..chunks.len() {
+            if chunks[k] == 0 {
+                continue;
+            }
+            let limit = (npages - (k * CHUNK_ENTRIES) as u64) as usize;
+            let mut copy = |page: u32| -> AllocResult<u32> {
+                let copy = arena.alloc_page_to_overwrite(&snap.owner)?;
+                // SAFETY: both are whole pages; the source is stable under
+                // the exclusive latch.
+                unsafe { std::ptr::copy_nonoverlapping(arena.ptr::<u8>(page_no_off(page)), arena.ptr::<u8>(copy), PAGE_SIZE) };
+                snap.pages_copied += 1;
+                Ok((copy >> PAGE_SHIFT) as u32)
+            };
+            match PageTable::copy_chunk(arena, &self.heap, chunks[k], limit, &mut copy) {
+                Ok(c) => chunks[k] = c,
+                Err(e) => {
+                    chunks[k..].fill(0);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn free_snapshot(&self, arena: &Arena, snap: &mut Snapshot, off: Off) {
         if snap.image != 0 {
             // SAFETY: the image is this snapshot's, and with no reference
@@ -373,7 +401,12 @@ impl Table {
             unsafe { arena.unmap_frozen_image(snap.image as *const u8) };
         }
         for p in snap.parts(arena).to_vec() {
-            self.heap.free(arena, p.pages);
+            if snap.method == Method::Memcpy as u32 {
+                for &c in p.chunks(arena).iter().filter(|c| **c != 0) {
+                    self.heap.free(arena, c);
+                }
+            }
+            self.heap.free(arena, p.chunks);
         }
         arena.free_owner(&snap.owner);
         self.heap.free(arena, snap.parts);
@@ -382,7 +415,13 @@ impl Table {
 
     /// Recompute each page table's copy-on-write horizon from the live
     /// copy-on-write snapshots that cover it.
+    ///
+    /// Lowering it takes the table's latch exclusively: a writer decides
+    /// whether to copy under the latch held shared, and writers of one
+    /// latch period must agree (one that copies a page while another
+    /// writes into it in place would lose the other's write).
     fn refresh_shared_epochs(&self, arena: &Arena) {
+        let _latch = self.latch.exclusive();
         let _g = self.snap_lock.lock();
         let mut epochs: Vec<(u32, u32)> = vec![];
         let mut cur = self.snapshots.load(Ordering::Relaxed);
@@ -447,7 +486,7 @@ impl Table {
     pub fn bind_snapshot(&self, arena: &Arena, snap: &Snapshot, cur: &mut Cursor, cols: &mut [(usize, &mut ColCache)]) {
         let base = if snap.image != 0 { snap.image as *const u8 } else { arena.base() as *const u8 };
         let frozen = |w: u32| {
-            snap.part(arena, w).map(|p| Frozen { pages: arena.ptr::<u32>(p.pages) as *const u32, npages: p.npages, base })
+            snap.part(arena, w).map(|p| Frozen { chunks: arena.ptr::<Off>(p.chunks) as *const Off, npages: p.npages, base })
         };
         cur.freeze(frozen(PART_STAMPS), frozen(PART_CIDS), frozen(PART_LINKS), frozen(PART_SUMMARIES));
         for (c, cc) in cols.iter_mut() {

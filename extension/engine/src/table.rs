@@ -22,7 +22,7 @@
 //! arena offset of an immutable blob allocated from the table's heap.
 
 use crate::arena::{AllocError, AllocResult, Arena, Heap, Off, PageOwner, NULL_OFF, PAGE_SIZE};
-use crate::column::{bits, page_no_off, PageTable};
+use crate::column::{bits, page_no_off, PageTable, Replaced};
 use crate::sync::{RwLatch, SpinLock};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -87,11 +87,11 @@ pub enum ValueRef {
 pub struct PageCache {
     idx: u64,
     ptr: *mut u8,
-    /// When set, pages come from a snapshot's frozen array, not the live
-    /// page table.
-    frozen: *const u32,
+    /// When set, pages come from a snapshot's frozen chunk directory, not
+    /// the live page table.
+    frozen: *const Off,
     nfrozen: u64,
-    /// Where frozen page numbers resolve (the arena or an image of it).
+    /// Where frozen chunks and pages are mapped (the arena or an image of it).
     frozen_base: *const u8,
 }
 
@@ -114,13 +114,13 @@ impl PageCache {
         self.forget();
         match f {
             Some(f) => {
-                self.frozen = f.pages;
+                self.frozen = f.chunks;
                 self.nfrozen = f.npages;
                 self.frozen_base = f.base;
             }
             None => {
                 // a part the snapshot lacks reads as absent
-                static ABSENT: [u32; 1] = [0];
+                static ABSENT: [Off; 1] = [0];
                 self.frozen = ABSENT.as_ptr();
                 self.nfrozen = 0;
             }
@@ -135,15 +135,9 @@ impl PageCache {
             self.ptr = if self.frozen.is_null() {
                 pt.page_for_row(arena, row).unwrap_or(std::ptr::null_mut())
             } else if idx < self.nfrozen {
-                // SAFETY: the frozen array has nfrozen entries.
-                let p = unsafe { *self.frozen.add(idx as usize) };
-                if p == 0 {
-                    std::ptr::null_mut()
-                } else {
-                    // SAFETY: frozen page numbers are arena pages, and the
-                    // base maps the whole arena (itself or an image).
-                    unsafe { self.frozen_base.add(crate::column::page_no_off(p) as usize) as *mut u8 }
-                }
+                // SAFETY: the frozen directory covers nfrozen pages; a
+                // snapshot's chunks stay unchanged while it is bound.
+                unsafe { crate::column::frozen_page(self.frozen_base, self.frozen, idx) }
             } else {
                 std::ptr::null_mut()
             };
@@ -500,7 +494,7 @@ impl Table {
         }
         // Fill before publishing; on failure drop the half-built column.
         let epoch = self.snap_epoch.load(Ordering::Acquire);
-        let mut retire = |_p: u32| {};
+        let mut retire = |_: Replaced| {};
         // SAFETY: the column is ours until published.
         let col = unsafe { arena.get::<Column>(c) };
         let rows = self.nrows();
@@ -635,7 +629,7 @@ impl Table {
     pub fn modify_row(&self, arena: &Arena, row: u64, expected: &RowHeader, change: &RowChange) -> AllocResult<bool> {
         let _g = self.latch.shared();
         let epoch = self.snap_epoch.load(Ordering::Acquire);
-        let mut retire = |p: u32| self.retire_page(arena, p);
+        let mut retire = |r| self.retire_replaced(arena, r);
         // Make every page we may write private first (copy-on-write).
         let sp = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
         self.touch_block(arena, row);
@@ -888,6 +882,18 @@ impl Table {
         self.retire(arena, RetiredKind::Page, page as u64);
     }
 
+    /// Retire what a page-table write replaced: cursors that cached it
+    /// start over (`cow_gen`).
+    pub(crate) fn retire_replaced(&self, arena: &Arena, r: Replaced) {
+        match r {
+            Replaced::Page(p) => self.retire_page(arena, p),
+            Replaced::Chunk(c) => {
+                self.cow_gen.fetch_add(1, Ordering::AcqRel);
+                self.retire(arena, RetiredKind::Object, c);
+            }
+        }
+    }
+
     /// Keep `what` until no reader or snapshot that could hold a pointer to
     /// it remains, then free it ([`reclaim_retired`](Self::reclaim_retired)).
     pub(crate) fn retire(&self, arena: &Arena, kind: RetiredKind, what: u64) {
@@ -945,7 +951,7 @@ impl Table {
     /// Write the user values of `row` (caller holds the latch shared and
     /// owns the row).
     fn write_values(&self, arena: &Arena, row: u64, values: &[Value], blobs: &[Off], epoch: u32) -> AllocResult<()> {
-        let mut retire = |p: u32| self.retire_page(arena, p);
+        let mut retire = |r| self.retire_replaced(arena, r);
         for (i, v) in values.iter().enumerate() {
             self.write_one(arena, self.column(arena, i), row, v, blobs[i], epoch, &mut retire)?;
         }
@@ -962,7 +968,7 @@ impl Table {
         v: &Value,
         blob: Off,
         epoch: u32,
-        retire: &mut dyn FnMut(u32),
+        retire: &mut dyn FnMut(Replaced),
     ) -> AllocResult<()> {
         let is_null = matches!(v, Value::Null);
         // The null bitmap page only exists once a NULL was stored.
@@ -1022,7 +1028,7 @@ impl Table {
             let first = self.nrows.fetch_add(n, Ordering::AcqRel);
             out.extend(first..first + n);
         }
-        let mut retire = |p: u32| self.retire_page(arena, p);
+        let mut retire = |r| self.retire_replaced(arena, r);
         for (k, values) in rows.iter().enumerate() {
             let row = out[k];
             let res = (|| -> AllocResult<()> {
@@ -1186,7 +1192,7 @@ impl Table {
         {
             let _g = self.latch.shared();
             let epoch = self.snap_epoch.load(Ordering::Acquire);
-            let mut retire = |p: u32| self.retire_page(arena, p);
+            let mut retire = |r| self.retire_replaced(arena, r);
             let ncols = self.ncols();
             for &row in rows {
                 if self.stamp(arena, row).is_none() {
@@ -1264,10 +1270,13 @@ impl Table {
                     idxs.push(idx);
                 }
             });
+            let epoch = self.snap_epoch.load(Ordering::Acquire);
+            let mut retire = |r| self.retire_replaced(arena, r);
             for idx in idxs {
-                let e = pt.take_page(arena, idx);
+                // Without memory to copy a shared chunk, the page stays.
+                let Ok(e) = pt.take_page(arena, &self.heap, idx, epoch, &mut retire) else { break };
                 if e != 0 {
-                    self.retire_page(arena, crate::column::entry_page(e));
+                    retire(Replaced::Page(crate::column::entry_page(e)));
                     released += 1;
                 }
             }

@@ -148,7 +148,7 @@ impl Table {
         let rec_off = self.heap.alloc(arena, size)?;
         let _g = self.latch.shared();
         let epoch = self.snap_epoch.load(Ordering::Acquire);
-        let mut retire = |p: u32| self.retire_page(arena, p);
+        let mut retire = |r| self.retire_replaced(arena, r);
         let prepared = (|| -> AllocResult<WritablePages> {
             let sp = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
             let cp = self.cids.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
@@ -251,7 +251,7 @@ impl Table {
     pub fn undo_update(&self, arena: &Arena, row: u64, xid: u32) -> bool {
         let _g = self.latch.shared();
         let epoch = self.snap_epoch.load(Ordering::Acquire);
-        let mut retire = |p: u32| self.retire_page(arena, p);
+        let mut retire = |r| self.retire_replaced(arena, r);
         let Some(h) = self.header(arena, row) else { return false };
         if h.xmin != xid || h.chain == NULL_OFF {
             return false;
@@ -353,7 +353,7 @@ impl Table {
         }
         let _g = self.latch.shared();
         let epoch = self.snap_epoch.load(Ordering::Acquire);
-        let mut retire = |p: u32| self.retire_page(arena, p);
+        let mut retire = |r| self.retire_replaced(arena, r);
         // The head link may be cut: its page must be private.
         let Ok(sp) = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire) else { return 0 };
         let Ok(lp) = self.links.page_for_write(arena, &self.heap, row, epoch, &mut retire) else { return 0 };
@@ -505,7 +505,7 @@ impl Table {
     pub fn mark_block_clean(&self, arena: &Arena, block: u64, seen: u64, max_xmin: u32) {
         let _g = self.latch.shared();
         let epoch = self.snap_epoch.load(Ordering::Acquire);
-        let mut retire = |p: u32| self.retire_page(arena, p);
+        let mut retire = |r| self.retire_replaced(arena, r);
         let Ok(p) = self.summaries.page_for_write(arena, &self.heap, block, epoch, &mut retire) else { return };
         // SAFETY: as in summary_word.
         let w = unsafe { &*(p as *const AtomicU64).add((block & (self.summaries.rows_per_page() - 1)) as usize) };
