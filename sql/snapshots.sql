@@ -50,7 +50,8 @@ SELECT q, count(DISTINCT result) AS distinct_answers FROM answers GROUP BY q ORD
 
 -- a cursor holds its snapshot while writers change the rows; its answer
 -- is the state as of its snapshot; copy-on-write copies pages as needed
-SELECT counter('snapshots_created') AS created0, counter('cow_page_copies') AS cow0 \gset
+SELECT counter('snapshots_created') AS created0, counter('cow_page_copies') AS cow0,
+       counter('snapshot_create_ns') AS create_ns0 \gset
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 DECLARE c1 CURSOR FOR SELECT id, bal FROM acc WHERE id % 4000 = 1;
 FETCH 1 FROM c1;
@@ -59,7 +60,8 @@ SELECT "table", method, columns, readers FROM anker.snapshots;
 DECLARE c2 CURSOR FOR SELECT sum(bal) FROM acc;
 FETCH ALL FROM c2;
 SELECT "table", readers FROM anker.snapshots;
-SELECT counter('snapshots_created') - :created0 AS created;
+SELECT counter('snapshots_created') - :created0 AS created,
+       counter('snapshot_create_ns') > :create_ns0 AS creation_timed;
 SELECT dblink_exec(format('dbname=%s port=%s host=%s', current_database(), current_setting('port'),
                           split_part(current_setting('unix_socket_directories'), ',', 1)),
                    'UPDATE acc SET bal = bal + 1 WHERE id % 2 = 0');

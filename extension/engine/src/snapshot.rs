@@ -299,6 +299,7 @@ impl Table {
         arena.count(crate::stats::SNAPSHOT_PAGES_SHARED, if method == Method::Memcpy { 0 } else { snap.pages_captured });
         snap.id = arena.counter(crate::stats::SNAPSHOTS_CREATED);
         snap.create_ns = started.elapsed().as_nanos() as u64;
+        arena.count(crate::stats::SNAPSHOT_CREATE_NS, snap.create_ns);
         let _g = self.snap_lock.lock();
         snap.next.store(self.snapshots.load(Ordering::Relaxed), Ordering::Relaxed);
         self.snapshots.store(off, Ordering::Release);

@@ -13,9 +13,11 @@ pub const SNAPSHOTS_REUSED: usize = 8;
 pub const COW_PAGE_COPIES: usize = 9;
 pub const SNAPSHOT_PAGES_SHARED: usize = 10;
 pub const CHAIN_WALKS_AVOIDED: usize = 11;
+/// Nanoseconds spent creating snapshots (divide by `SNAPSHOTS_CREATED`).
+pub const SNAPSHOT_CREATE_NS: usize = 12;
 
 /// Names, in order, as shown by `anker.stats`.
-pub const NAMES: [(&str, usize); 12] = [
+pub const NAMES: [(&str, usize); 13] = [
     ("in_place_updates", IN_PLACE_UPDATES),
     ("new_row_id_updates", NEW_ROW_UPDATES),
     ("undo_records_pruned", UNDO_RECORDS_PRUNED),
@@ -26,6 +28,7 @@ pub const NAMES: [(&str, usize); 12] = [
     ("blocks_read_with_checks", BLOCKS_CHECKED),
     ("snapshots_created", SNAPSHOTS_CREATED),
     ("snapshots_reused", SNAPSHOTS_REUSED),
+    ("snapshot_create_ns", SNAPSHOT_CREATE_NS),
     ("cow_page_copies", COW_PAGE_COPIES),
     ("snapshot_pages_shared", SNAPSHOT_PAGES_SHARED),
 ];
