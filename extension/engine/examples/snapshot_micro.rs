@@ -131,9 +131,11 @@ fn write(a: &Arena, t: &Table, row: u64, col: usize, v: u64, xid: u32) {
 }
 
 fn arena_for(cols: usize, pages: u64) -> Arena {
-    // values + stamps (16 B/row) + cids (8 B) + links (16 B) + slack
+    // values + stamps (16 B/row) + cids (8 B) + links (16 B), and room
+    // for the copies Table 1's writes make while a snapshot of one column
+    // lives: that column and every system column, + slack
     let rows = pages * ROWS_PER_4K;
-    let bytes = cols as u64 * pages * 4096 + rows * 48 + (256 << 20);
+    let bytes = (cols as u64 + 1) * pages * 4096 + 2 * rows * 48 + (256 << 20);
     let a = Arena::create_private(bytes).expect("arena");
     a.format(4).unwrap();
     Directory::create(&a, 4).unwrap();

@@ -1560,6 +1560,34 @@ mod tests {
     }
 
     #[test]
+    fn pruning_a_whole_chain_drops_the_links_flag() {
+        let a = setup();
+        let dir = Directory::get(&a).unwrap();
+        let t = dir.get_or_create(&a, &[4, 4, 4, 4], &|| vec![ColumnSpec::fixed(8)]).unwrap();
+        let v = 1u64.to_ne_bytes();
+        t.insert_rows(&a, &[&[Value::Fixed(&v)]], &[0], 10, 0, 0, 0, &mut vec![]).unwrap();
+        for x in 11..14u32 {
+            let h = t.header(&a, 0).unwrap();
+            let nv = (x as u64).to_ne_bytes();
+            assert!(t.update_in_place(&a, 0, &h, x, 0, &[(0, Value::Fixed(&nv))], &[0]).unwrap());
+        }
+        assert_eq!(t.chain_len(&a, 0), 3);
+        // a partial cut keeps the chain, and the flag
+        assert_eq!(t.prune_chain(&a, 0, &|x| x <= 11), 1);
+        assert_ne!(t.header(&a, 0).unwrap().flags & flag::HAS_LINKS, 0);
+        // cutting at the head leaves a row like one never updated
+        assert_eq!(t.prune_chain(&a, 0, &|_| true), 2);
+        let h = t.header(&a, 0).unwrap();
+        assert_eq!(h.flags & flag::HAS_LINKS, 0);
+        assert_eq!((h.chain, h.xmin), (NULL_OFF, 13));
+        assert_eq!(read(&a, t, 0, 0).unwrap(), 13u64.to_ne_bytes());
+        // and it can be updated again, starting a fresh chain
+        let nv = 14u64.to_ne_bytes();
+        assert!(t.update_in_place(&a, 0, &h, 14, 0, &[(0, Value::Fixed(&nv))], &[0]).unwrap());
+        assert_eq!(t.chain_len(&a, 0), 1);
+    }
+
+    #[test]
     fn out_of_memory_leaves_table_intact() {
         let a = Arena::create_private(16 << 20).unwrap();
         a.format(4).unwrap();

@@ -387,7 +387,15 @@ impl Table {
             return 0;
         }
         link.store(NULL_OFF, Ordering::Release);
-        unlatch();
+        // A row left with neither chain nor successor drops HAS_LINKS: it
+        // reads like a row never updated, and its block can be summarised
+        // clean again (scans skip per-row checks there).
+        let whole_chain = std::ptr::eq(link, &l.chain);
+        if whole_chain && l.next.load(Ordering::Relaxed) == u64::MAX {
+            s.flags.store(old & !flag::HAS_LINKS, Ordering::Release);
+        } else {
+            unlatch();
+        }
         drop(_g);
         let mut n = 0;
         while cur != NULL_OFF {
