@@ -34,8 +34,16 @@ pub fn define(preloading: bool) {
             None,
             None,
         );
-        pg_sys::MarkGUCPrefixReserved(c"anker".as_ptr());
     }
+}
+
+/// Claim the `anker.` prefix: unknown `anker.*` settings become errors.
+/// Called after every `anker.*` parameter is defined, since reserving also
+/// drops the placeholders of settings not defined yet (a value for one of
+/// them in postgresql.conf would be lost).
+pub fn reserve_prefix() {
+    // SAFETY: called from _PG_init, after our DefineCustom*Variable calls.
+    unsafe { pg_sys::MarkGUCPrefixReserved(c"anker".as_ptr()) };
 }
 
 pub fn memory_limit_bytes() -> u64 {

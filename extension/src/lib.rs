@@ -35,6 +35,7 @@ pub extern "C-unwind" fn _PG_init() {
     guc::define(preloading);
     snapshots::define_guc();
     if !preloading {
+        guc::reserve_prefix();
         // Without the shared arena nothing can work; every entry point
         // raises a clear error (see `shmem::arena`).
         return;
@@ -46,4 +47,5 @@ pub extern "C-unwind" fn _PG_init() {
     undo::install_hooks();
     snapshots::install_hooks();
     scan_node::install();
+    guc::reserve_prefix();
 }
