@@ -20,6 +20,12 @@ SELECT plan_of('SELECT sum(bal) FROM acc');
 SET anker.snapshot_method = none;
 SELECT plan_of('SELECT sum(bal) FROM acc');
 RESET anker.snapshot_method;
+-- tables below anker.snapshot_min_rows (0 in this suite) are read live
+SET anker.snapshot_min_rows = 20001;
+SELECT plan_of('SELECT sum(bal) FROM acc');
+SET anker.snapshot_min_rows = 20000;
+SELECT plan_of('SELECT sum(bal) FROM acc');
+RESET anker.snapshot_min_rows;
 -- statements that write or lock rows read the live columns
 SELECT plan_of('SELECT id FROM acc WHERE id = 1 FOR UPDATE');
 EXPLAIN (COSTS OFF) UPDATE acc SET bal = bal WHERE owner = 'nobody';

@@ -211,6 +211,8 @@ struct State {
     snap_id: u64,
     snap_reused: bool,
     snap_create_ns: u64,
+    /// No snapshot: the table is below `anker.snapshot_min_rows`.
+    small_table: bool,
 }
 
 #[pg_guard]
@@ -256,6 +258,10 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
         && !(*estate).es_snapshot.is_null()
         && (*(*estate).es_snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC;
     (*s).method = if read_only { snapshots::provider().method() } else { None };
+    if (*s).method.is_some() && !snapshots::worth_a_snapshot(table_of(relation(node))) {
+        (*s).method = None;
+        (*s).small_table = true;
+    }
 }
 
 /// `snap_id` of a scan that could not get a snapshot.
@@ -419,6 +425,7 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, _ancesto
     let text = std::ffi::CString::new(text).expect("attribute names have no NUL");
     pg_sys::ExplainPropertyText(c"Columns".as_ptr(), text.as_ptr(), es);
     let snap = match (*s).method {
+        None if (*s).small_table => "none (live columns: fewer rows than anker.snapshot_min_rows)".to_string(),
         None => "none (live columns)".to_string(),
         Some(_) if (*s).snap_id == NO_SNAPSHOT => {
             format!("{} (no memory for it: read the live columns)", snapshots::provider_name().to_string_lossy())

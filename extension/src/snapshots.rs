@@ -4,7 +4,8 @@
 //! A sequential scan (anker's AnkerScan node) of a read-only statement runs
 //! on a column snapshot of the columns it reads, taken after the statement's
 //! PostgreSQL snapshot; a live snapshot taken late enough is reused. Every
-//! other scan reads the live columns. References are tracked per backend so
+//! other scan reads the live columns, and so do scans of tables with fewer
+//! than `anker.snapshot_min_rows` rows. References are tracked per backend so
 //! an error or a cancelled query releases them at transaction end.
 
 use crate::shmem;
@@ -36,6 +37,9 @@ impl Provider {
 
 static mut METHOD: i32 = Provider::Cow as i32;
 
+/// `anker.snapshot_min_rows`: tables with fewer rows are scanned live.
+static mut MIN_ROWS: i32 = 10_000;
+
 static mut OPTIONS: [pg_sys::config_enum_entry; 5] = [
     pg_sys::config_enum_entry { name: c"cow".as_ptr(), val: Provider::Cow as i32, hidden: false },
     pg_sys::config_enum_entry { name: c"memcpy".as_ptr(), val: Provider::Memcpy as i32, hidden: false },
@@ -66,7 +70,27 @@ pub fn define_guc() {
             None,
             None,
         );
+        pg_sys::DefineCustomIntVariable(
+            c"anker.snapshot_min_rows".as_ptr(),
+            c"Tables with fewer rows are scanned on their live columns, without a snapshot.".as_ptr(),
+            c"A snapshot makes the next writer of every page it shares copy that page; for a small table, which a scan reads in microseconds, that costs more than it saves, and small tables are often the hottest in OLTP work.".as_ptr(),
+            &raw mut MIN_ROWS,
+            10_000,
+            0,
+            i32::MAX,
+            pg_sys::GucContext::PGC_USERSET,
+            0,
+            None,
+            None,
+            None,
+        );
     }
+}
+
+/// Is `table` big enough for its scans to run on snapshots?
+pub fn worth_a_snapshot(table: &Table) -> bool {
+    // SAFETY: plain read of our GUC variable.
+    table.nrows() >= (unsafe { MIN_ROWS }).max(0) as u64
 }
 
 /// `vm_snapshot` is never accepted silently: without the patched kernel,
