@@ -177,7 +177,7 @@ def snapshot_figures(stats):
 
     def pick(names, *patterns, exclude=None):
         for n in names:
-            low = n.lower()
+            low = n.split(".", 1)[-1].lower()  # without the source ("counters." would match "count")
             if all(re.search(p, low) for p in patterns) and not (exclude and re.search(exclude, low)):
                 return n
         return None
