@@ -100,6 +100,13 @@ SET statement_timeout = '1ms';
 SELECT count(*) FROM acc a, acc b WHERE a.id = b.id + 1 AND a.pad = b.pad;
 RESET statement_timeout;
 SELECT count(*) AS live_snapshots FROM anker.snapshots;
+-- ... and so does rolling back to a savepoint, before the transaction ends
+BEGIN;
+SAVEPOINT s;
+SELECT count(*) FROM acc WHERE 1 / (id - 15000) > -1;
+ROLLBACK TO s;
+SELECT count(*) AS live_snapshots FROM anker.snapshots;
+COMMIT;
 
 -- parallel workers share the leader's snapshot
 SET parallel_setup_cost = 0;

@@ -22,6 +22,7 @@ mod storage;
 mod tam;
 mod undo;
 mod visibility;
+mod xact_list;
 
 ::pgrx::pg_module_magic!();
 

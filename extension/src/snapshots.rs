@@ -9,6 +9,7 @@
 //! an error or a cancelled query releases them at transaction end.
 
 use crate::shmem;
+use crate::xact_list::XactList;
 use anker_engine::arena::Off;
 use anker_engine::snapshot::{Method, SnapshotError};
 use anker_engine::table::{Table, TableKey};
@@ -157,12 +158,11 @@ unsafe fn serves(stamp: u64, pg_snap: pg_sys::Snapshot) -> bool {
 struct Held {
     key: TableKey,
     snap: Off,
-    level: i32,
 }
 
-static mut HELD: Vec<Held> = Vec::new();
+static mut HELD: XactList<Held> = XactList::new();
 
-fn held() -> &'static mut Vec<Held> {
+fn held() -> &'static mut XactList<Held> {
     // SAFETY: backends are single-threaded; only this module touches it.
     unsafe { &mut *(&raw mut HELD) }
 }
@@ -215,25 +215,19 @@ pub fn attach(table: &Table, id: u64) -> Option<Off> {
 }
 
 fn remember(table: &Table, snap: Off) {
-    // SAFETY: plain accessor of transaction state.
-    let level = unsafe { pg_sys::GetCurrentTransactionNestLevel() };
-    held().push(Held { key: table.key, snap, level });
+    held().push(Held { key: table.key, snap });
 }
 
 /// The scan is done with its snapshot.
 pub fn release(table: &Table, snap: Off) {
-    let h = held();
-    if let Some(i) = h.iter().rposition(|x| x.key == table.key && x.snap == snap) {
-        h.remove(i);
+    if held().remove_last(|x| x.key == table.key && x.snap == snap).is_some() {
         table.release_snapshot(shmem::arena(), snap);
     }
 }
 
-fn release_all(pred: impl Fn(&Held) -> bool) {
+fn release_each(gone: Vec<Held>) {
     let arena = shmem::arena();
     let dir = shmem::directory();
-    let (gone, keep): (Vec<Held>, Vec<Held>) = held().drain(..).partition(|h| pred(h));
-    *held() = keep;
     for h in gone {
         if let Some(t) = dir.lookup(arena, &h.key) {
             t.release_snapshot(arena, h.snap);
@@ -258,7 +252,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
     // Scans end before commit; whatever is still held belongs to a scan an
     // error or a cancel interrupted.
     if matches!(event, XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT | XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PREPARE) {
-        release_all(|_| true);
+        release_each(held().take_all());
     }
 }
 
@@ -273,16 +267,9 @@ unsafe extern "C-unwind" fn subxact_callback(
     if held().is_empty() {
         return;
     }
-    let level = pg_sys::GetCurrentTransactionNestLevel();
     match event {
-        SUBXACT_EVENT_ABORT_SUB => release_all(|h| h.level >= level),
-        SUBXACT_EVENT_COMMIT_SUB => {
-            for h in held().iter_mut() {
-                if h.level >= level {
-                    h.level = level - 1;
-                }
-            }
-        }
+        SUBXACT_EVENT_ABORT_SUB => release_each(held().take_aborted()),
+        SUBXACT_EVENT_COMMIT_SUB => held().hand_to_parent(),
         _ => {}
     }
 }

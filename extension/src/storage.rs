@@ -22,6 +22,7 @@
 use crate::datum;
 use crate::error::OrRaise;
 use crate::shmem;
+use crate::xact_list::XactList;
 use anker_engine::arena::Off;
 use anker_engine::table::{Table, TableKey};
 use pgrx::prelude::*;
@@ -122,19 +123,13 @@ enum PendingKind {
 struct Pending {
     key: TableKey,
     kind: PendingKind,
-    nest_level: i32,
 }
 
-static mut PENDING: Vec<Pending> = Vec::new();
+static mut PENDING: XactList<Pending> = XactList::new();
 
-fn pending() -> &'static mut Vec<Pending> {
+fn pending() -> &'static mut XactList<Pending> {
     // SAFETY: backends are single-threaded; only this module touches it.
     unsafe { &mut *(&raw mut PENDING) }
-}
-
-fn nest_level() -> i32 {
-    // SAFETY: plain accessor of transaction state.
-    unsafe { pg_sys::GetCurrentTransactionNestLevel() }
 }
 
 fn free_storage(key: &TableKey) {
@@ -161,9 +156,8 @@ pub fn create_new_storage(rel: pg_sys::Relation, new_node: &pg_sys::RelFileNode)
     let backend = unsafe { (*rel).rd_backend };
     let new_key = node_key(new_node, backend);
     let old_key = key_of(rel);
-    let level = nest_level();
     if old_key != new_key && shmem::directory().lookup(shmem::arena(), &old_key).is_some() {
-        pending().push(Pending { key: old_key, kind: PendingKind::Dropped, nest_level: level });
+        pending().push(Pending { key: old_key, kind: PendingKind::Dropped });
     }
     // SAFETY: rel is open.
     let desc = unsafe { (*rel).rd_att };
@@ -171,7 +165,7 @@ pub fn create_new_storage(rel: pg_sys::Relation, new_node: &pg_sys::RelFileNode)
     // old storage was dropped) is replaced.
     free_storage(&new_key);
     let t = shmem::directory().get_or_create(shmem::arena(), &new_key, &|| datum::specs_for(desc)).or_raise();
-    pending().push(Pending { key: new_key, kind: PendingKind::Created, nest_level: level });
+    pending().push(Pending { key: new_key, kind: PendingKind::Created });
     t
 }
 
@@ -217,15 +211,11 @@ unsafe extern "C-unwind" fn object_access(
             return;
         }
         if crate::tam::is_anker(rel) {
-            pending().push(Pending { key: key_of(rel), kind: PendingKind::Dropped, nest_level: nest_level() });
+            pending().push(Pending { key: key_of(rel), kind: PendingKind::Dropped });
         }
         pg_sys::RelationClose(rel);
     } else if class_id == pg_sys::DatabaseRelationId {
-        pending().push(Pending {
-            key: [0, object_id.into(), 0, 0],
-            kind: PendingKind::DroppedDatabase,
-            nest_level: nest_level(),
-        });
+        pending().push(Pending { key: [0, object_id.into(), 0, 0], kind: PendingKind::DroppedDatabase });
     }
 }
 
@@ -245,7 +235,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
             );
         }
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => {
-            for p in std::mem::take(list) {
+            for p in list.take_all() {
                 match p.kind {
                     PendingKind::Dropped => free_storage(&p.key),
                     PendingKind::DroppedDatabase => free_database(p.key[1]),
@@ -254,7 +244,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
             }
         }
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
-            for p in std::mem::take(list) {
+            for p in list.take_all() {
                 if p.kind == PendingKind::Created {
                     free_storage(&p.key);
                 }
@@ -276,19 +266,10 @@ unsafe extern "C-unwind" fn subxact_callback(
     if list.is_empty() {
         return;
     }
-    let level = nest_level();
     match event {
-        SUBXACT_EVENT_COMMIT_SUB => {
-            for p in list.iter_mut() {
-                if p.nest_level >= level {
-                    p.nest_level = level - 1;
-                }
-            }
-        }
+        SUBXACT_EVENT_COMMIT_SUB => list.hand_to_parent(),
         SUBXACT_EVENT_ABORT_SUB => {
-            let (mine, keep): (Vec<Pending>, Vec<Pending>) = list.drain(..).partition(|p| p.nest_level >= level);
-            *list = keep;
-            for p in mine {
+            for p in list.take_aborted() {
                 if p.kind == PendingKind::Created {
                     free_storage(&p.key);
                 }

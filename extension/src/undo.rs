@@ -9,6 +9,7 @@
 //! list is dropped: a later ROLLBACK PREPARED leaves repair to others.
 
 use crate::shmem;
+use crate::xact_list::XactList;
 use anker_engine::table::{Table, TableKey};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -20,12 +21,11 @@ struct Entry {
     key: TableKey,
     row: u64,
     xid: u32,
-    level: i32,
 }
 
-static mut LIST: Vec<Entry> = Vec::new();
+static mut LIST: XactList<Entry> = XactList::new();
 
-fn list() -> &'static mut Vec<Entry> {
+fn list() -> &'static mut XactList<Entry> {
     // SAFETY: backends are single-threaded; only this module touches it.
     unsafe { &mut *(&raw mut LIST) }
 }
@@ -34,9 +34,7 @@ fn list() -> &'static mut Vec<Entry> {
 pub fn remember(table: &Table, row: u64, xid: u32) {
     let l = list();
     if l.len() < MAX_REMEMBERED {
-        // SAFETY: plain accessor of transaction state.
-        let level = unsafe { pg_sys::GetCurrentTransactionNestLevel() };
-        l.push(Entry { key: table.key, row, xid, level });
+        l.push(Entry { key: table.key, row, xid });
     }
 }
 
@@ -66,8 +64,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
     match event {
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
             shmem::reset_epoch();
-            let l = std::mem::take(list());
-            undo(&l);
+            undo(&list().take_all());
         }
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PREPARE => list().clear(),
         _ => {}
@@ -86,22 +83,9 @@ unsafe extern "C-unwind" fn subxact_callback(
     if l.is_empty() {
         return;
     }
-    let level = pg_sys::GetCurrentTransactionNestLevel();
     match event {
-        SUBXACT_EVENT_COMMIT_SUB => {
-            for e in l.iter_mut() {
-                if e.level >= level {
-                    e.level = level - 1;
-                }
-            }
-        }
-        SUBXACT_EVENT_ABORT_SUB => {
-            let keep = l.iter().position(|e| e.level >= level).unwrap_or(l.len());
-            let mine: Vec<Entry> = l.drain(keep..).collect();
-            // entries of this level are at the end (deeper levels were
-            // merged or undone already)
-            undo(&mine);
-        }
+        SUBXACT_EVENT_COMMIT_SUB => l.hand_to_parent(),
+        SUBXACT_EVENT_ABORT_SUB => undo(&l.take_aborted()),
         _ => {}
     }
 }
