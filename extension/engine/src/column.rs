@@ -159,6 +159,17 @@ impl PageTable {
         Some(unsafe { arena.get::<Chunk>(c) })
     }
 
+    /// The element for `row` in `page`, this table's page holding `row`,
+    /// whose elements are `T`s, one per row (system columns, summaries).
+    ///
+    /// # Safety
+    /// `page` is that page, and stays allocated for `'a`.
+    #[inline(always)]
+    pub unsafe fn element<'a, T>(&self, page: *const u8, row: u64) -> &'a T {
+        // SAFETY: the caller's contract; the index is below rows_per_page.
+        unsafe { &*(page as *const T).add((row & (self.rows_per_page() - 1)) as usize) }
+    }
+
     /// The entry for page `page_idx`, 0 when the page does not exist.
     #[inline(always)]
     pub fn entry(&self, arena: &Arena, page_idx: u64) -> u64 {

@@ -251,6 +251,18 @@ pub struct Stamp {
     pub locker: AtomicU32,
 }
 
+impl Stamp {
+    /// Under the row latch (`flags` as they were before latching): does
+    /// the row still have the header `expected` was read as, hint bits
+    /// aside?
+    pub fn still_is(&self, flags: u32, expected: &RowHeader) -> bool {
+        flags & !flag::HINTS & !flag::LATCH == expected.flags & !flag::HINTS & !flag::LATCH
+            && self.xmin.load(Ordering::Relaxed) == expected.xmin
+            && self.xmax.load(Ordering::Relaxed) == expected.xmax
+            && self.locker.load(Ordering::Relaxed) == expected.locker
+    }
+}
+
 #[repr(C)]
 pub struct Cids {
     pub cmin: AtomicU32,
@@ -636,13 +648,9 @@ impl Table {
         let cp = if change.xmax.is_some() { Some(self.cids.page_for_write(arena, &self.heap, row, epoch, &mut retire)?) } else { None };
         let lp = if change.next.is_some() { Some(self.links.page_for_write(arena, &self.heap, row, epoch, &mut retire)?) } else { None };
         // SAFETY: element indexes are within their pages.
-        let s = unsafe { &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize) };
+        let s = unsafe { self.stamps.element::<Stamp>(sp, row) };
         let old = Self::latch_row(s);
-        let same = old & !flag::HINTS & !flag::LATCH == expected.flags & !flag::HINTS & !flag::LATCH
-            && s.xmin.load(Ordering::Relaxed) == expected.xmin
-            && s.xmax.load(Ordering::Relaxed) == expected.xmax
-            && s.locker.load(Ordering::Relaxed) == expected.locker;
-        if !same {
+        if !s.still_is(old, expected) {
             s.flags.store(old, Ordering::Release);
             return Ok(false);
         }
@@ -654,7 +662,7 @@ impl Table {
             s.xmax.store(xmax, Ordering::Relaxed);
             flags &= !(flag::XMAX_COMMITTED | flag::XMAX_ABORTED);
             // SAFETY: as above, for cids.
-            let c = unsafe { &*(cp.unwrap() as *const Cids).add((row & (self.cids.rows_per_page() - 1)) as usize) };
+            let c = unsafe { self.cids.element::<Cids>(cp.unwrap(), row) };
             c.cmax.store(cmax, Ordering::Relaxed);
         }
         flags = (flags | change.set_flags) & !change.clear_flags;
@@ -663,7 +671,7 @@ impl Table {
         }
         if let Some(next) = change.next {
             // SAFETY: as above, for links.
-            let l = unsafe { &*(lp.unwrap() as *const Links).add((row & (self.links.rows_per_page() - 1)) as usize) };
+            let l = unsafe { self.links.element::<Links>(lp.unwrap(), row) };
             if flags & flag::HAS_LINKS == 0 {
                 l.chain.store(NULL_OFF, Ordering::Relaxed);
             }
@@ -697,7 +705,7 @@ impl Table {
     pub fn cursor_header(&self, arena: &Arena, cur: &mut Cursor, row: u64) -> Option<RowHeader> {
         let sp = cur.stamps.page(arena, &self.stamps, row)?;
         // SAFETY: the page holds rows_per_page stamps.
-        let s = unsafe { &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize) };
+        let s = unsafe { self.stamps.element::<Stamp>(sp, row) };
         let mut spins = 0u32;
         let flags = loop {
             let f = s.flags.load(Ordering::Acquire);
@@ -719,14 +727,14 @@ impl Table {
         if flags & flag::XMIN_COMMITTED == 0 || (xmax != 0 && flags & (flag::XMAX_COMMITTED | flag::XMAX_ABORTED) == 0) {
             let cp = cur.cids.page(arena, &self.cids, row)?;
             // SAFETY: as above, for cids.
-            let c = unsafe { &*(cp as *const Cids).add((row & (self.cids.rows_per_page() - 1)) as usize) };
+            let c = unsafe { self.cids.element::<Cids>(cp, row) };
             h.cmin = c.cmin.load(Ordering::Acquire);
             h.cmax = c.cmax.load(Ordering::Acquire);
         }
         if flags & flag::HAS_LINKS != 0 {
             let lp = cur.links.page(arena, &self.links, row)?;
             // SAFETY: as above, for links.
-            let l = unsafe { &*(lp as *const Links).add((row & (self.links.rows_per_page() - 1)) as usize) };
+            let l = unsafe { self.links.element::<Links>(lp, row) };
             h.chain = l.chain.load(Ordering::Acquire);
             h.next = l.next.load(Ordering::Acquire);
         } else {
@@ -741,7 +749,7 @@ impl Table {
     pub fn cursor_xmin(&self, arena: &Arena, cur: &mut Cursor, row: u64) -> u32 {
         let Some(sp) = cur.stamps.page(arena, &self.stamps, row) else { return 0 };
         // SAFETY: the page holds rows_per_page stamps.
-        unsafe { &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize) }.xmin.load(Ordering::Acquire)
+        unsafe { self.stamps.element::<Stamp>(sp, row) }.xmin.load(Ordering::Acquire)
     }
 
     /// True when no page the cursor may cache was replaced since it was
@@ -772,7 +780,7 @@ impl Table {
         }
         let Some(sp) = cur.stamps.page(arena, &self.stamps, row) else { return false };
         // SAFETY: as in cursor_header.
-        let s = unsafe { &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize) };
+        let s = unsafe { self.stamps.element::<Stamp>(sp, row) };
         (s.flags.load(Ordering::Acquire) & flag::SEQ_CHECK) == (h.flags & flag::SEQ_CHECK)
     }
 
@@ -782,7 +790,7 @@ impl Table {
         match cur.summaries.page(arena, &self.summaries, block) {
             // SAFETY: the page holds rows_per_page summary words.
             Some(p) => unsafe {
-                (*(p as *const AtomicU64).add((block & (self.summaries.rows_per_page() - 1)) as usize)).load(Ordering::Acquire)
+                self.summaries.element::<AtomicU64>(p, block).load(Ordering::Acquire)
             },
             None => 0,
         }
@@ -1037,7 +1045,7 @@ impl Table {
                 let sp = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
                 // SAFETY: element index within the page; the row id is ours
                 // alone (fresh, or taken from the free list).
-                let s = unsafe { &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize) };
+                let s = unsafe { self.stamps.element::<Stamp>(sp, row) };
                 // Keep the row unpublished while we write it: fresh rows
                 // have xmin 0, reused ones stay VACANT until the final store.
                 let old = s.flags.load(Ordering::Relaxed);
@@ -1046,7 +1054,7 @@ impl Table {
                 let cp = self.cids.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
                 self.write_values(arena, row, values, &blobs[k * ncols..(k + 1) * ncols], epoch)?;
                 // SAFETY: as above, for cids.
-                let c = unsafe { &*(cp as *const Cids).add((row & (self.cids.rows_per_page() - 1)) as usize) };
+                let c = unsafe { self.cids.element::<Cids>(cp, row) };
                 c.cmin.store(cid, Ordering::Relaxed);
                 c.cmax.store(0, Ordering::Relaxed);
                 // Links stay unwritten (their pages may not even exist)
@@ -1201,7 +1209,7 @@ impl Table {
                 // Snapshots keep seeing the row as it was: write a private page.
                 let Ok(sp) = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire) else { continue };
                 // SAFETY: element index within the page.
-                let s = unsafe { &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize) };
+                let s = unsafe { self.stamps.element::<Stamp>(sp, row) };
                 self.touch_block(arena, row);
                 let old = Self::latch_row(s);
                 if old & flag::VACANT != 0 {

@@ -179,17 +179,13 @@ impl Table {
         // SAFETY: element indexes are within their pages.
         let (s, c, l) = unsafe {
             (
-                &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize),
-                &*(cp as *const Cids).add((row & (self.cids.rows_per_page() - 1)) as usize),
-                &*(lp as *const Links).add((row & (self.links.rows_per_page() - 1)) as usize),
+                self.stamps.element::<Stamp>(sp, row),
+                self.cids.element::<Cids>(cp, row),
+                self.links.element::<Links>(lp, row),
             )
         };
         let old = Self::latch_row(s);
-        let same = old & !flag::HINTS & !flag::LATCH == expected.flags & !flag::HINTS & !flag::LATCH
-            && s.xmin.load(Ordering::Relaxed) == expected.xmin
-            && s.xmax.load(Ordering::Relaxed) == expected.xmax
-            && s.locker.load(Ordering::Relaxed) == expected.locker;
-        if !same {
+        if !s.still_is(old, expected) {
             s.flags.store(old, Ordering::Release);
             drop(_g);
             self.heap.free(arena, rec_off);
@@ -285,9 +281,9 @@ impl Table {
         // SAFETY: element indexes are within their pages.
         let (s, c, l) = unsafe {
             (
-                &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize),
-                &*(cp as *const Cids).add((row & (self.cids.rows_per_page() - 1)) as usize),
-                &*(lp as *const Links).add((row & (self.links.rows_per_page() - 1)) as usize),
+                self.stamps.element::<Stamp>(sp, row),
+                self.cids.element::<Cids>(cp, row),
+                self.links.element::<Links>(lp, row),
             )
         };
         let old = Self::latch_row(s);
@@ -360,8 +356,8 @@ impl Table {
         // SAFETY: element indexes are within their pages.
         let (s, l) = unsafe {
             (
-                &*(sp as *const Stamp).add((row & (self.stamps.rows_per_page() - 1)) as usize),
-                &*(lp as *const Links).add((row & (self.links.rows_per_page() - 1)) as usize),
+                self.stamps.element::<Stamp>(sp, row),
+                self.links.element::<Links>(lp, row),
             )
         };
         let old = Self::latch_row(s);
@@ -463,7 +459,7 @@ impl Table {
         let lp = self.links.page_for_write(arena, &self.heap, row, epoch, &mut |_| {})?;
         let Some(s) = self.stamp(arena, row) else { return Ok(()) };
         // SAFETY: element index within the page.
-        let l = unsafe { &*(lp as *const Links).add((row & (self.links.rows_per_page() - 1)) as usize) };
+        let l = unsafe { self.links.element::<Links>(lp, row) };
         if s.flags.load(Ordering::Relaxed) & flag::HAS_LINKS == 0 {
             l.next.store(u64::MAX, Ordering::Relaxed);
         }
@@ -490,7 +486,7 @@ impl Table {
     fn summary_word<'a>(&self, arena: &'a Arena, block: u64) -> Option<&'a AtomicU64> {
         let p = self.summaries.page_for_row(arena, block)?;
         // SAFETY: the page holds 8192 summary words.
-        Some(unsafe { &*(p as *const AtomicU64).add((block & (self.summaries.rows_per_page() - 1)) as usize) })
+        Some(unsafe { self.summaries.element::<AtomicU64>(p, block) })
     }
 
     /// A writer is about to change a row: the block is no longer clean.
@@ -516,7 +512,7 @@ impl Table {
         let mut retire = |r| self.retire_replaced(arena, r);
         let Ok(p) = self.summaries.page_for_write(arena, &self.heap, block, epoch, &mut retire) else { return };
         // SAFETY: as in summary_word.
-        let w = unsafe { &*(p as *const AtomicU64).add((block & (self.summaries.rows_per_page() - 1)) as usize) };
+        let w = unsafe { self.summaries.element::<AtomicU64>(p, block) };
         let clean = (seen & !(SUMMARY_CLEAN | 0xffff_ffff)) | SUMMARY_CLEAN | max_xmin as u64;
         let _ = w.compare_exchange(seen, clean, Ordering::AcqRel, Ordering::Relaxed);
     }
