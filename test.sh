@@ -15,7 +15,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$ROOT"
 PG_BINDIR=/usr/lib/postgresql/15/bin
 PGXS_TEST=/usr/lib/postgresql/15/lib/pgxs/src/test
-REGRESS_TESTS=(setup types basic scan_node dml differential mvcc snapshots errors)
+REGRESS_TESTS=(setup types basic scan_node agg_node dml differential mvcc snapshots errors)
 PASSED=0
 FAILED=0
 FAILED_SUITES=()

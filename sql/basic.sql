@@ -1,4 +1,6 @@
 -- Writes, scans, transactions and the storage life cycle of anker tables.
+-- (aggregates here exercise AnkerScan; AnkerAgg has its own suite)
+SET anker.enable_agg_node = off;
 CREATE TABLE items (id int, name text, price numeric(10,2), tags text[]) USING anker;
 SELECT amname FROM pg_class c JOIN pg_am a ON a.oid = c.relam WHERE c.relname = 'items';
 

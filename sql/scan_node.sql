@@ -1,5 +1,7 @@
 -- AnkerScan reads only the columns a query needs and returns the same rows
 -- as PostgreSQL's own SeqScan over anker tables.
+-- (aggregates here exercise AnkerScan; AnkerAgg has its own suite)
+SET anker.enable_agg_node = off;
 CREATE TABLE sn (a int, b text, c float8, d numeric, e int[]) USING anker;
 INSERT INTO sn SELECT g, 'text ' || g, g / 7.0, g * 3, ARRAY[g, g + 1]
   FROM generate_series(1, 20000) g;

@@ -1,5 +1,7 @@
 -- Virtual snapshots: read-only scans run on column snapshots (cow by
 -- default, memcpy, or none = the live columns); answers are the same.
+-- (aggregates here exercise AnkerScan; AnkerAgg has its own suite)
+SET anker.enable_agg_node = off;
 CREATE TABLE acc (id int PRIMARY KEY, bal numeric, owner text, pad text) USING anker;
 INSERT INTO acc SELECT g, 100, 'owner ' || g, repeat('p', g % 30) FROM generate_series(1, 20000) g;
 SET max_parallel_workers_per_gather = 0;

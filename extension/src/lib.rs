@@ -11,6 +11,7 @@
 
 use pgrx::prelude::*;
 
+mod agg_node;
 mod datum;
 mod error;
 mod guc;
@@ -48,5 +49,6 @@ pub extern "C-unwind" fn _PG_init() {
     undo::install_hooks();
     snapshots::install_hooks();
     scan_node::install();
+    agg_node::install();
     guc::reserve_prefix();
 }

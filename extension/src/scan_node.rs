@@ -71,7 +71,7 @@ pub fn install() {
     }
 }
 
-unsafe fn list_cells<'a>(l: *mut pg_sys::List) -> &'a [pg_sys::ListCell] {
+pub(crate) unsafe fn list_cells<'a>(l: *mut pg_sys::List) -> &'a [pg_sys::ListCell] {
     if l.is_null() {
         &[]
     } else {
@@ -80,7 +80,7 @@ unsafe fn list_cells<'a>(l: *mut pg_sys::List) -> &'a [pg_sys::ListCell] {
 }
 
 /// Is the range-table entry a plain anker table we can scan?
-unsafe fn is_anker_rte(rte: *mut pg_sys::RangeTblEntry) -> bool {
+pub(crate) unsafe fn is_anker_rte(rte: *mut pg_sys::RangeTblEntry) -> bool {
     if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION
         || (*rte).inh
         || !(*rte).tablesample.is_null()
@@ -204,15 +204,81 @@ struct State {
     /// One flag per attribute of the relation (palloc'd).
     wanted: *mut bool,
     natts: usize,
-    /// Read a column snapshot with this method (a read-only statement), or
-    /// the live columns.
+    snap: SnapChoice,
+}
+
+/// Which columns a scan of an anker table reads: a column snapshot (in a
+/// read-only statement) or the live columns; and, for EXPLAIN, the
+/// snapshot it got. Shared by AnkerScan and AnkerAgg.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct SnapChoice {
+    /// Read a column snapshot with this method, or the live columns.
     method: Option<Method>,
-    /// The snapshot used, for EXPLAIN: id, reused, creation time (ns).
+    /// The snapshot used: id, reused, creation time (ns).
     snap_id: u64,
     snap_reused: bool,
     snap_create_ns: u64,
     /// No snapshot: the table is below `anker.snapshot_min_rows`.
     small_table: bool,
+}
+
+/// `snap_id` of a scan that could not get a snapshot.
+const NO_SNAPSHOT: u64 = u64::MAX;
+
+impl SnapChoice {
+    /// Scans of read-only statements run on a snapshot (hybrid execution),
+    /// unless the table is small.
+    pub(crate) unsafe fn for_statement(estate: *mut pg_sys::EState, rel: pg_sys::Relation) -> SnapChoice {
+        let stmt = (*estate).es_plannedstmt;
+        let read_only = (*stmt).commandType == pg_sys::CmdType::CMD_SELECT
+            && !(*stmt).hasModifyingCTE
+            && (*stmt).rowMarks.is_null()
+            && !(*estate).es_snapshot.is_null()
+            && (*(*estate).es_snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC;
+        let mut c = SnapChoice { method: if read_only { snapshots::provider().method() } else { None }, ..Default::default() };
+        if c.method.is_some() && !snapshots::worth_a_snapshot(table_of(rel)) {
+            c.method = None;
+            c.small_table = true;
+        }
+        c
+    }
+
+    /// Take (or reuse) the snapshot of columns `cols` (0-based), if the
+    /// statement reads one.
+    pub(crate) unsafe fn take(&mut self, rel: pg_sys::Relation, cols: &[usize], snapshot: pg_sys::Snapshot) -> Option<snapshots::Acquired> {
+        let method = self.method?;
+        let table = table_of(rel);
+        let Some(a) = snapshots::acquire(table, cols, method, snapshot) else {
+            self.snap_id = NO_SNAPSHOT;
+            return None;
+        };
+        self.snap_id = a.id;
+        self.snap_reused = a.reused;
+        self.snap_create_ns = table.snapshot(crate::shmem::arena(), a.snap).create_ns;
+        Some(a)
+    }
+
+    /// The EXPLAIN line "Snapshot: ...".
+    pub(crate) unsafe fn explain(&self, es: *mut pg_sys::ExplainState) {
+        let snap = match self.method {
+            None if self.small_table => "none (live columns: fewer rows than anker.snapshot_min_rows)".to_string(),
+            None => "none (live columns)".to_string(),
+            Some(_) if self.snap_id == NO_SNAPSHOT => {
+                format!("{} (no memory for it: read the live columns)", snapshots::provider_name().to_string_lossy())
+            }
+            Some(_) if self.snap_id == 0 => format!("{} (taken at first row)", snapshots::provider_name().to_string_lossy()),
+            Some(m) => {
+                let how = if self.snap_reused {
+                    "reused".to_string()
+                } else {
+                    format!("created in {:.3} ms", self.snap_create_ns as f64 / 1e6)
+                };
+                format!("{} #{} ({})", m.name(), self.snap_id, how)
+            }
+        };
+        let snap = std::ffi::CString::new(snap).expect("no NUL");
+        pg_sys::ExplainPropertyText(c"Snapshot".as_ptr(), snap.as_ptr(), es);
+    }
 }
 
 #[pg_guard]
@@ -250,22 +316,8 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
     }
     (*s).wanted = wanted;
     (*s).natts = natts;
-    // Hybrid execution: scans of read-only statements run on a snapshot.
-    let stmt = (*estate).es_plannedstmt;
-    let read_only = (*stmt).commandType == pg_sys::CmdType::CMD_SELECT
-        && !(*stmt).hasModifyingCTE
-        && (*stmt).rowMarks.is_null()
-        && !(*estate).es_snapshot.is_null()
-        && (*(*estate).es_snapshot).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC;
-    (*s).method = if read_only { snapshots::provider().method() } else { None };
-    if (*s).method.is_some() && !snapshots::worth_a_snapshot(table_of(relation(node))) {
-        (*s).method = None;
-        (*s).small_table = true;
-    }
+    (*s).snap = SnapChoice::for_statement(estate, relation(node));
 }
-
-/// `snap_id` of a scan that could not get a snapshot.
-const NO_SNAPSHOT: u64 = u64::MAX;
 
 /// The user columns the scan reads (0-based).
 unsafe fn wanted_cols(s: *mut State) -> Vec<usize> {
@@ -274,16 +326,8 @@ unsafe fn wanted_cols(s: *mut State) -> Vec<usize> {
 
 /// Take (or reuse) the column snapshot for this scan.
 unsafe fn take_snapshot(s: *mut State, snapshot: pg_sys::Snapshot) -> Option<snapshots::Acquired> {
-    let method = (*s).method?;
-    let table = table_of(relation(s as *mut pg_sys::CustomScanState));
-    let Some(a) = snapshots::acquire(table, &wanted_cols(s), method, snapshot) else {
-        (*s).snap_id = NO_SNAPSHOT;
-        return None;
-    };
-    (*s).snap_id = a.id;
-    (*s).snap_reused = a.reused;
-    (*s).snap_create_ns = table.snapshot(crate::shmem::arena(), a.snap).create_ns;
-    Some(a)
+    let cols = wanted_cols(s);
+    (*s).snap.take(relation(s as *mut pg_sys::CustomScanState), &cols, snapshot)
 }
 
 unsafe fn restrict(s: *mut State) {
@@ -414,32 +458,19 @@ unsafe extern "C-unwind" fn initialize_worker(
 #[pg_guard]
 unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, _ancestors: *mut pg_sys::List, es: *mut pg_sys::ExplainState) {
     let s = node as *mut State;
-    let atts = crate::datum::attrs((*relation(node)).rd_att);
-    let mut names = vec![];
-    for (i, att) in atts.iter().enumerate() {
-        if i < (*s).natts && *(*s).wanted.add(i) {
-            names.push(CStr::from_ptr(att.attname.data.as_ptr()).to_string_lossy().into_owned());
-        }
-    }
+    explain_columns(relation(node), std::slice::from_raw_parts((*s).wanted, (*s).natts), es);
+    (*s).snap.explain(es);
+}
+
+/// The EXPLAIN line "Columns: ..." naming the attributes flagged in `wanted`.
+pub(crate) unsafe fn explain_columns(rel: pg_sys::Relation, wanted: &[bool], es: *mut pg_sys::ExplainState) {
+    let names: Vec<String> = crate::datum::attrs((*rel).rd_att)
+        .iter()
+        .zip(wanted)
+        .filter(|(_, &w)| w)
+        .map(|(att, _)| CStr::from_ptr(att.attname.data.as_ptr()).to_string_lossy().into_owned())
+        .collect();
     let text = if names.is_empty() { "(none)".to_string() } else { names.join(", ") };
     let text = std::ffi::CString::new(text).expect("attribute names have no NUL");
     pg_sys::ExplainPropertyText(c"Columns".as_ptr(), text.as_ptr(), es);
-    let snap = match (*s).method {
-        None if (*s).small_table => "none (live columns: fewer rows than anker.snapshot_min_rows)".to_string(),
-        None => "none (live columns)".to_string(),
-        Some(_) if (*s).snap_id == NO_SNAPSHOT => {
-            format!("{} (no memory for it: read the live columns)", snapshots::provider_name().to_string_lossy())
-        }
-        Some(_) if (*s).snap_id == 0 => format!("{} (taken at first row)", snapshots::provider_name().to_string_lossy()),
-        Some(m) => {
-            let how = if (*s).snap_reused {
-                "reused".to_string()
-            } else {
-                format!("created in {:.3} ms", (*s).snap_create_ns as f64 / 1e6)
-            };
-            format!("{} #{} ({})", m.name(), (*s).snap_id, how)
-        }
-    };
-    let snap = std::ffi::CString::new(snap).expect("no NUL");
-    pg_sys::ExplainPropertyText(c"Snapshot".as_ptr(), snap.as_ptr(), es);
 }

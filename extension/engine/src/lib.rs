@@ -5,4 +5,5 @@ pub mod column;
 pub mod table;
 pub mod version;
 pub mod stats;
+pub mod agg;
 pub mod snapshot;

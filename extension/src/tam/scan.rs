@@ -12,7 +12,7 @@ use crate::visibility::{xid_state, Seen, Visibility, XidState};
 use anker_engine::stats;
 use anker_engine::arena::Off;
 use anker_engine::snapshot::Snapshot;
-use anker_engine::table::{flag, ColCache, Cursor, RowHeader, Table};
+use anker_engine::table::{flag, ColCache, Cursor, RowHeader, Table, ValueRef};
 use anker_engine::version::{summary_clean, SUMMARY_ROWS_SHIFT};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -170,6 +170,23 @@ impl Reader {
         }
         let cols = std::slice::from_raw_parts_mut(self.cols, self.natts);
         table.cursor_pages_ok(&mut self.cur, cols) && table.block_summary(arena, row >> SUMMARY_ROWS_SHIFT) == summary
+    }
+
+    /// Is the reader bound to a snapshot's frozen pages (values never change)?
+    pub fn is_frozen(&self) -> bool {
+        self.cur.is_frozen()
+    }
+
+    /// Where attribute `att` (0-based, one the reader fills) of `row` is.
+    #[inline]
+    pub fn value(&mut self, table: &Table, att: usize, row: u64) -> ValueRef {
+        debug_assert!(att < self.natts);
+        // SAFETY: cols has natts entries; `att` is one the reader fills, so
+        // its cache is set up (and bound to the snapshot, if any).
+        unsafe {
+            debug_assert!(*self.needed.add(att));
+            table.cursor_value(shmem::arena(), &mut *self.cols.add(att), row)
+        }
     }
 
     /// The summary word of `block` as this reader sees the table.
@@ -551,6 +568,66 @@ pub unsafe fn getnext(
             return true;
         }
     }
+}
+
+/// A consumer of [`scan_rows`].
+pub trait RowSink {
+    /// May whole clean blocks go to [`clean`](Self::clean)?
+    fn takes_blocks(&self) -> bool;
+    /// Rows `rows`, all visible, to be read with [`Reader::value`].
+    fn clean(&mut self, reader: &mut Reader, table: &Table, rows: std::ops::Range<u64>);
+    /// One visible row, in `slot`.
+    fn row(&mut self, slot: *mut pg_sys::TupleTableSlot);
+}
+
+/// Read every row of a forward scan for a consumer that works without
+/// slots where it can: the rows of each block whose summary vouches for all
+/// of them (committed before the snapshot, unversioned, undeleted), in a
+/// frozen column snapshot, go to `sink.clean` as a range; every other
+/// visible row is read into `slot` and given to `sink.row`. On live
+/// columns, or when the sink takes no blocks, every row goes to `sink.row`.
+pub unsafe fn scan_rows(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTableSlot, sink: &mut dyn RowSink) {
+    let d = desc(scan);
+    let by_blocks = d.parallel.is_null()
+        && d.lo == 0
+        && d.reader.is_frozen()
+        && d.base.rs_flags & pg_sys::ScanOptions::SO_TYPE_TIDRANGESCAN == 0
+        && d.vis.as_ref().is_some_and(|v| v.is_mvcc());
+    if !by_blocks || !sink.takes_blocks() {
+        while getnext(scan, pg_sys::ScanDirection::ForwardScanDirection, slot) {
+            sink.row(slot);
+        }
+        return;
+    }
+    let table = &*d.table;
+    let rows_per_block = 1u64 << SUMMARY_ROWS_SHIFT;
+    d.started = true;
+    let mut block = 0;
+    while block * rows_per_block < d.end {
+        pg_sys::check_for_interrupts!();
+        let lo = block * rows_per_block;
+        let hi = (lo + rows_per_block).min(d.end);
+        d.cur = lo as i64; // (start_block checks we enter at the first row)
+        d.start_block(block);
+        if d.blk_fast {
+            sink.clean(&mut d.reader, table, lo..hi);
+        } else {
+            for row in lo..hi {
+                d.cur = row as i64;
+                let found = d.read(row, slot);
+                d.track(row);
+                if found {
+                    if d.snap != 0 && d.reader.last_depth == 0 {
+                        d.note_avoided(row);
+                    }
+                    sink.row(slot);
+                }
+            }
+        }
+        d.finish_block();
+        block += 1;
+    }
+    d.cur = d.end as i64;
 }
 
 impl ScanDesc {
