@@ -9,20 +9,29 @@
 //! grouping step reads a single anker table, the `create_upper_paths_hook`
 //! offers a custom path that does the whole grouping in one plan node: it
 //! reads the column snapshot block by block, feeds clean blocks (every row
-//! visible, unversioned) straight from column pages into the engine's
+//! visible in its newest version) straight from column pages into the engine's
 //! [`Groups`] table, and reads other rows through the ordinary visibility
 //! path. Results equal PostgreSQL's exactly: integer sums are exact, numeric
 //! sums keep every digit, and averages are divided by PostgreSQL's own
 //! `numeric_div`.
 //!
-//! What qualifies (everything else keeps PostgreSQL's Agg node): one anker
-//! base relation; `GROUP BY` of at most four plain columns of types whose
-//! equality is bitwise (integers, `bool`, `"char"`, `oid`, `date`,
-//! `timestamp[tz]`); aggregates `count(*)`, `count(col)`, and `sum`/`avg`
-//! of `int2`/`int4`/`int8`/`numeric` columns, without `DISTINCT`, `ORDER
-//! BY` or `FILTER`; no `HAVING`, no grouping sets; `WHERE` clauses on the
-//! table's own columns without subqueries or outer parameters. Expressions
-//! over the grouped results (`sum(a) / count(*)`) are projected as usual.
+//! What qualifies (everything else keeps PostgreSQL's Agg node):
+//!
+//! * the grouping reads one anker table, or one anker table inner-joined to
+//!   one other relation (any access method) on a single equality of
+//!   key-type columns; then the node groups the anker table by its join
+//!   column in the scan, runs the other relation's plan as its child, and
+//!   adds each row's partner group into that row's group (aggregation
+//!   pushed below the join: the star join of the benchmark's Q1);
+//! * `GROUP BY` at most four plain columns (of the other relation, in a
+//!   join) of types whose equality is bitwise (integers, `bool`, `"char"`,
+//!   `oid`, `date`, `timestamp[tz]`); no grouping sets, no `HAVING`;
+//! * aggregates `count(*)`, `count(col)`, and `sum`/`avg` of
+//!   `int2`/`int4`/`int8`/`numeric` columns of the anker table, without
+//!   `DISTINCT`, `ORDER BY` or `FILTER`; expressions over the results
+//!   (`sum(a) / count(*)`) are projected as usual;
+//! * `WHERE` clauses on the anker table's own columns, without subqueries
+//!   or executor parameters (the other relation's go to its own plan).
 //!
 //! `anker.enable_agg_node = off` keeps PostgreSQL's Agg node.
 
@@ -167,9 +176,36 @@ unsafe fn supported_agg(a: *mut pg_sys::Aggref, relid: u32) -> Option<Out> {
     Some(Out::Agg(f, (*v).varattno))
 }
 
+/// Which columns group keys are: the aggregated table's own, or, when it is
+/// joined to another relation, that relation's (the aggregated table's join
+/// column stands for the other side's, which equals it).
+#[derive(Clone, Copy)]
+struct KeyMap {
+    /// Range-table index of the aggregated (anker) table.
+    fact: u32,
+    /// Join: range-table index of the other relation (0: no join), and the
+    /// equality's column on each side.
+    dim: u32,
+    fact_col: i16,
+    dim_col: i16,
+}
+
+impl KeyMap {
+    /// The key column `node` is (an attno of the key relation), if any.
+    unsafe fn key_column(&self, node: *mut pg_sys::Node) -> Option<i16> {
+        if self.dim == 0 {
+            return column_of(node, self.fact).map(|v| (*v).varattno);
+        }
+        if let Some(v) = column_of(node, self.dim) {
+            return Some((*v).varattno);
+        }
+        column_of(node, self.fact).filter(|&v| (*v).varattno == self.fact_col).map(|_| self.dim_col)
+    }
+}
+
 /// The outputs for the Vars and Aggrefs in `exprs`, in order of first
 /// appearance, with the expressions themselves; None if any is beyond us.
-unsafe fn outputs(exprs: *mut pg_sys::List, relid: u32, keys: &[i16]) -> Option<Vec<(*mut pg_sys::Node, Out)>> {
+unsafe fn outputs(exprs: *mut pg_sys::List, map: KeyMap, keys: &[i16]) -> Option<Vec<(*mut pg_sys::Node, Out)>> {
     let flags = (pg_sys::PVC_INCLUDE_AGGREGATES | pg_sys::PVC_INCLUDE_WINDOWFUNCS | pg_sys::PVC_INCLUDE_PLACEHOLDERS) as i32;
     let found = pg_sys::pull_var_clause(exprs as *mut pg_sys::Node, flags);
     let mut outs: Vec<(*mut pg_sys::Node, Out)> = vec![];
@@ -180,10 +216,10 @@ unsafe fn outputs(exprs: *mut pg_sys::List, relid: u32, keys: &[i16]) -> Option<
         }
         let out = match (*n).type_ {
             pg_sys::NodeTag::T_Var => {
-                let v = column_of(n, relid)?;
-                Out::Key(keys.iter().position(|&k| k == (*v).varattno)?)
+                let col = map.key_column(n)?;
+                Out::Key(keys.iter().position(|&k| k == col)?)
             }
-            pg_sys::NodeTag::T_Aggref => supported_agg(n as *mut pg_sys::Aggref, relid)?,
+            pg_sys::NodeTag::T_Aggref => supported_agg(n as *mut pg_sys::Aggref, map.fact)?,
             _ => return None,
         };
         outs.push((n, out));
@@ -191,22 +227,91 @@ unsafe fn outputs(exprs: *mut pg_sys::List, relid: u32, keys: &[i16]) -> Option<
     Some(outs)
 }
 
-/// The grouping columns, if the query groups by plain columns of key types.
-unsafe fn group_keys(root: *mut pg_sys::PlannerInfo, relid: u32) -> Option<Vec<i16>> {
+/// The grouping columns, if the query groups by plain key columns of key
+/// types.
+unsafe fn group_keys(root: *mut pg_sys::PlannerInfo, map: KeyMap) -> Option<Vec<i16>> {
     let parse = (*root).parse;
     let mut keys = vec![];
     for c in list_cells((*parse).groupClause) {
         let sgc = c.ptr_value as *mut pg_sys::SortGroupClause;
         let e = pg_sys::get_sortgroupclause_expr(sgc, (*root).processed_tlist);
-        let v = column_of(e, relid)?;
-        if !KEY_TYPES.contains(&(*v).vartype) {
+        let col = map.key_column(e)?;
+        if !KEY_TYPES.contains(&(*(e as *mut pg_sys::Var)).vartype) {
             return None;
         }
-        if !keys.contains(&(*v).varattno) {
-            keys.push((*v).varattno);
+        if !keys.contains(&col) {
+            keys.push(col);
         }
     }
     (keys.len() <= MAX_KEYS).then_some(keys)
+}
+
+/// Built-in equality operators of the key types (fixed pg_operator OIDs):
+/// int2, int4, int8, bool, "char", oid, date, timestamp, timestamptz.
+const KEY_EQUALITY_OPS: [u32; 9] = [94, 96, 410, 91, 92, 607, 1093, 2060, 1320];
+
+/// A plain table scanned by the base-relation machinery (no inheritance).
+unsafe fn plain_table(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptInfo) -> bool {
+    if rel.is_null()
+        || (*rel).reloptkind != pg_sys::RelOptKind::RELOPT_BASEREL
+        || (*rel).rtekind != pg_sys::RTEKind::RTE_RELATION
+        || !(*rel).lateral_relids.is_null()
+        || !(*rel).joininfo.is_null()
+    {
+        return false;
+    }
+    let rte = *(*root).simple_rte_array.add((*rel).relid as usize);
+    !(*rte).inh
+}
+
+/// The grouping input as AnkerAgg can compute it: one anker table, or an
+/// anker table inner-joined to one other relation on a single equality of
+/// key-type columns (a star join with one dimension: `Q1` of the HTAP
+/// benchmark). The anker table is aggregated by its join column in its
+/// scan; the other relation's rows then pick up their partner groups.
+unsafe fn shape(root: *mut pg_sys::PlannerInfo, input_rel: *mut pg_sys::RelOptInfo) -> Option<KeyMap> {
+    let anker = |rel: *mut pg_sys::RelOptInfo| is_anker_rte(*(*root).simple_rte_array.add((*rel).relid as usize));
+    if (*input_rel).reloptkind == pg_sys::RelOptKind::RELOPT_BASEREL {
+        return ((*input_rel).lateral_relids.is_null() && anker(input_rel))
+            .then_some(KeyMap { fact: (*input_rel).relid, dim: 0, fact_col: 0, dim_col: 0 });
+    }
+    if (*input_rel).reloptkind != pg_sys::RelOptKind::RELOPT_JOINREL
+        || pg_sys::bms_num_members((*input_rel).relids) != 2
+        || !(*root).join_info_list.is_null()
+    {
+        return None;
+    }
+    let first = pg_sys::bms_next_member((*input_rel).relids, -1);
+    let second = pg_sys::bms_next_member((*input_rel).relids, first);
+    let (a, b) = (*(*root).simple_rel_array.add(first as usize), *(*root).simple_rel_array.add(second as usize));
+    if !plain_table(root, a) || !plain_table(root, b) {
+        return None;
+    }
+    // The anker side aggregated in its scan: the bigger one if both are.
+    let (fact, dim) = match (anker(a), anker(b)) {
+        (true, true) if (*b).tuples > (*a).tuples => (b, a),
+        (true, _) => (a, b),
+        (false, true) => (b, a),
+        (false, false) => return None,
+    };
+    let clauses = pg_sys::generate_join_implied_equalities(root, (*input_rel).relids, (*fact).relids, dim);
+    let [clause] = list_cells(clauses) else { return None };
+    let op = (*(clause.ptr_value as *mut pg_sys::RestrictInfo)).clause as *mut pg_sys::OpExpr;
+    if (*op).xpr.type_ != pg_sys::NodeTag::T_OpExpr || !KEY_EQUALITY_OPS.contains(&(*op).opno.to_u32()) {
+        return None;
+    }
+    let [l, r] = list_cells((*op).args) else { return None };
+    let (l, r) = (l.ptr_value as *mut pg_sys::Node, r.ptr_value as *mut pg_sys::Node);
+    let (f, d) = match (column_of(l, (*fact).relid), column_of(r, (*dim).relid)) {
+        (Some(f), Some(d)) => (f, d),
+        _ => (column_of(r, (*fact).relid)?, column_of(l, (*dim).relid)?),
+    };
+    ((*f).vartype == (*d).vartype && KEY_TYPES.contains(&(*f).vartype)).then_some(KeyMap {
+        fact: (*fact).relid,
+        dim: (*dim).relid,
+        fact_col: (*f).varattno,
+        dim_col: (*d).varattno,
+    })
 }
 
 /// The table's restriction clauses, if AnkerAgg can evaluate them itself
@@ -249,27 +354,23 @@ unsafe extern "C-unwind" fn create_upper_paths(
     }
     let extra = extra as *mut pg_sys::GroupPathExtraData;
     let parse = (*root).parse;
-    if (*input_rel).reloptkind != pg_sys::RelOptKind::RELOPT_BASEREL
-        || !(*parse).groupingSets.is_null()
+    if !(*parse).groupingSets.is_null()
         || (*parse).hasTargetSRFs
         || !(*extra).havingQual.is_null()
         || (*extra).patype != pg_sys::PartitionwiseAggregateType::PARTITIONWISE_AGGREGATE_NONE
-        || !(*input_rel).lateral_relids.is_null()
     {
         return;
     }
-    let relid = (*input_rel).relid;
-    let rte = *(*root).simple_rte_array.add(relid as usize);
-    if !is_anker_rte(rte) {
+    let Some(map) = shape(root, input_rel) else { return };
+    let Some(keys) = group_keys(root, map) else { return };
+    if outputs((*(*output_rel).reltarget).exprs, map, &keys).is_none() {
         return;
     }
-    let Some(keys) = group_keys(root, relid) else { return };
-    if outputs((*(*output_rel).reltarget).exprs, relid, &keys).is_none() {
-        return;
-    }
-    let Some(quals) = row_quals(input_rel) else { return };
-    // Cost: a fraction of reading the table sequentially.
-    let Some(seq_cost) = list_cells((*input_rel).pathlist)
+    let fact = *(*root).simple_rel_array.add(map.fact as usize);
+    let Some(quals) = row_quals(fact) else { return };
+    // Cost: a fraction of reading the anker table sequentially, plus the
+    // other relation's cheapest plan.
+    let Some(seq_cost) = list_cells((*fact).pathlist)
         .iter()
         .map(|c| c.ptr_value as *mut pg_sys::Path)
         .filter(|&p| matches!((*p).pathtype, pg_sys::NodeTag::T_SeqScan | pg_sys::NodeTag::T_CustomScan) && (*p).param_info.is_null())
@@ -278,6 +379,16 @@ unsafe extern "C-unwind" fn create_upper_paths(
     else {
         return;
     };
+    let mut children: *mut pg_sys::List = std::ptr::null_mut();
+    let mut child_cost = 0.0;
+    if map.dim != 0 {
+        let dim_path = (*(*(*root).simple_rel_array.add(map.dim as usize))).cheapest_total_path;
+        if dim_path.is_null() {
+            return;
+        }
+        child_cost = (*dim_path).total_cost;
+        children = pg_sys::lappend(children, dim_path as *mut _);
+    }
     let rows = list_cells((*output_rel).pathlist)
         .iter()
         .map(|c| (*(c.ptr_value as *mut pg_sys::Path)).rows)
@@ -291,29 +402,39 @@ unsafe extern "C-unwind" fn create_upper_paths(
     (*cp).path.pathtarget = (*output_rel).reltarget;
     (*cp).path.parallel_safe = false;
     (*cp).path.rows = rows;
-    let cost = seq_cost * COST_FACTOR + rows * pg_sys::cpu_tuple_cost;
+    let cost = seq_cost * COST_FACTOR + child_cost + rows * pg_sys::cpu_tuple_cost;
     (*cp).path.startup_cost = cost;
     (*cp).path.total_cost = cost;
     (*cp).methods = &raw const PATH_METHODS;
-    let mut key_list: *mut pg_sys::List = std::ptr::null_mut();
-    for k in &keys {
-        key_list = pg_sys::lappend_int(key_list, *k as i32);
-    }
+    (*cp).custom_paths = children;
+    let rte = *(*root).simple_rte_array.add(map.fact as usize);
     let oid_list = pg_sys::lappend_oid(std::ptr::null_mut(), (*rte).relid);
     let mut private = pg_sys::lappend(std::ptr::null_mut(), oid_list as *mut _);
-    private = pg_sys::lappend(private, pg_sys::lappend_int(std::ptr::null_mut(), relid as i32) as *mut _);
-    private = pg_sys::lappend(private, key_list as *mut _);
+    private = pg_sys::lappend(private, int_list(&[map.fact as i32, map.dim as i32, map.fact_col as i32, map.dim_col as i32]) as *mut _);
+    let keys: Vec<i32> = keys.iter().map(|&k| k as i32).collect();
+    private = pg_sys::lappend(private, int_list(&keys) as *mut _);
     private = pg_sys::lappend(private, quals as *mut _);
     (*cp).custom_private = private;
     pg_sys::add_path(output_rel, cp as *mut pg_sys::Path);
 }
 
-/// `custom_private` of the path: [relation OID (an OID list), range-table
-/// index (an int list), key attnos, row quals].
+unsafe fn int_list(values: &[i32]) -> *mut pg_sys::List {
+    let mut l: *mut pg_sys::List = std::ptr::null_mut();
+    for &v in values {
+        l = pg_sys::lappend_int(l, v);
+    }
+    l
+}
+
+/// `custom_private` of the path: [anker table OID (an OID list), the
+/// [`KeyMap`] (an int list), key attnos, row quals]; `custom_paths` holds
+/// the other relation's path in a join.
 ///
-/// `custom_private` of the plan: [relation OID (an OID list), key attnos,
-/// output codes (pairs: 0 and key index, or aggregate code and attno),
-/// row quals].
+/// `custom_private` of the plan: [anker table OID, join (an int list:
+/// empty, or the anker table's join attno and the position of the other
+/// side's join column in its plan's output), keys (attnos of the anker
+/// table, or positions in the other plan's output), output codes (pairs: 0
+/// and key index, or aggregate code and attno), row quals].
 #[pg_guard]
 unsafe extern "C-unwind" fn plan_path(
     _root: *mut pg_sys::PlannerInfo,
@@ -321,13 +442,13 @@ unsafe extern "C-unwind" fn plan_path(
     best_path: *mut pg_sys::CustomPath,
     tlist: *mut pg_sys::List,
     _clauses: *mut pg_sys::List,
-    _custom_plans: *mut pg_sys::List,
+    custom_plans: *mut pg_sys::List,
 ) -> *mut pg_sys::Plan {
     let private = list_cells((*best_path).custom_private);
     let oid_list = private[0].ptr_value as *mut pg_sys::List;
-    let relid = list_cells(private[1].ptr_value as *mut pg_sys::List)[0].int_value as u32;
-    let key_list = private[2].ptr_value as *mut pg_sys::List;
-    let keys: Vec<i16> = list_cells(key_list).iter().map(|c| c.int_value as i16).collect();
+    let m: Vec<i32> = list_cells(private[1].ptr_value as *mut pg_sys::List).iter().map(|c| c.int_value).collect();
+    let map = KeyMap { fact: m[0] as u32, dim: m[1] as u32, fact_col: m[2] as i16, dim_col: m[3] as i16 };
+    let keys: Vec<i16> = list_cells(private[2].ptr_value as *mut pg_sys::List).iter().map(|c| c.int_value as i16).collect();
     let quals = pg_sys::copyObjectImpl(private[3].ptr_value) as *mut pg_sys::List;
     // setrefs does not see custom_private: fill in operator function OIDs.
     pg_sys::fix_opfuncids(quals as *mut pg_sys::Node);
@@ -336,7 +457,7 @@ unsafe extern "C-unwind" fn plan_path(
     for c in list_cells(tlist) {
         exprs = pg_sys::lappend(exprs, (*(c.ptr_value as *mut pg_sys::TargetEntry)).expr as *mut _);
     }
-    let Some(outs) = outputs(exprs, relid, &keys) else {
+    let Some(outs) = outputs(exprs, map, &keys) else {
         pgrx::error!("anker: AnkerAgg cannot compute the target list it was planned for");
     };
     let mut scan_tlist: *mut pg_sys::List = std::ptr::null_mut();
@@ -350,17 +471,35 @@ unsafe extern "C-unwind" fn plan_path(
         };
         codes = pg_sys::lappend_int(pg_sys::lappend_int(codes, a), b);
     }
+    let (join, key_list) = if map.dim == 0 {
+        (std::ptr::null_mut(), private[2].ptr_value as *mut pg_sys::List)
+    } else {
+        // Where the other relation's plan outputs its join and key columns.
+        let child = list_cells(custom_plans)[0].ptr_value as *mut pg_sys::Plan;
+        let position = |attno: i16| -> i32 {
+            for c in list_cells((*child).targetlist) {
+                let te = c.ptr_value as *mut pg_sys::TargetEntry;
+                if column_of((*te).expr as *mut pg_sys::Node, map.dim).is_some_and(|v| (*v).varattno == attno) {
+                    return (*te).resno as i32;
+                }
+            }
+            pgrx::error!("anker: AnkerAgg's join input lacks a column it needs");
+        };
+        let key_positions: Vec<i32> = keys.iter().map(|&k| position(k)).collect();
+        (int_list(&[map.fact_col as i32, position(map.dim_col)]), int_list(&key_positions))
+    };
 
     let cs = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomScan>()) as *mut pg_sys::CustomScan;
     (*cs).scan.plan.type_ = pg_sys::NodeTag::T_CustomScan;
     (*cs).scan.plan.targetlist = tlist;
     (*cs).scan.scanrelid = 0;
     (*cs).custom_scan_tlist = scan_tlist;
+    (*cs).custom_plans = custom_plans;
     (*cs).methods = &raw const SCAN_METHODS;
     let mut p = pg_sys::lappend(std::ptr::null_mut(), oid_list as *mut _);
-    p = pg_sys::lappend(p, key_list as *mut _);
-    p = pg_sys::lappend(p, codes as *mut _);
-    p = pg_sys::lappend(p, quals as *mut _);
+    for l in [join, key_list, codes, quals] {
+        p = pg_sys::lappend(p, l as *mut _);
+    }
     (*cs).custom_private = p;
     cs as *mut pg_sys::Plan
 }
@@ -394,6 +533,13 @@ struct State {
     rows_clean: u64,
 }
 
+/// Positions in the plan's `custom_private` (see [`plan_path`]).
+const P_OID: usize = 0;
+const P_JOIN: usize = 1;
+const P_KEYS: usize = 2;
+const P_OUTPUTS: usize = 3;
+const P_QUALS: usize = 4;
+
 unsafe fn private_list(cscan: *mut pg_sys::CustomScan, i: usize) -> *mut pg_sys::List {
     list_cells((*cscan).custom_private)[i].ptr_value as *mut pg_sys::List
 }
@@ -408,17 +554,17 @@ unsafe extern "C-unwind" fn create_state(cscan: *mut pg_sys::CustomScan) -> *mut
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *mut pg_sys::EState, _eflags: i32) {
+unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *mut pg_sys::EState, eflags: i32) {
     let s = node as *mut State;
     let cscan = (*node).ss.ps.plan as *mut pg_sys::CustomScan;
-    let oid = list_cells(private_list(cscan, 0))[0].oid_value;
+    let oid = list_cells(private_list(cscan, P_OID))[0].oid_value;
     // The executor already holds the range table's locks and checked
     // permissions on this relation (it is in the range table).
     let rel = pg_sys::table_open(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
     (*s).rel = rel;
     (*s).row_slot = pg_sys::ExecAllocTableSlot(&mut (*estate).es_tupleTable, (*rel).rd_att, crate::tam::slot::ops());
-    let quals = private_list(cscan, 3);
-    (*s).qual = pg_sys::ExecInitQual(quals, &mut (*node).ss.ps);
+    let quals = private_list(cscan, P_QUALS);
+    (*s).qual = pg_sys::ExecInitQual(split_quals(quals).1, &mut (*node).ss.ps);
     let natts = (*(*rel).rd_att).natts as usize;
     let wanted = pg_sys::palloc0(natts.max(1)) as *mut bool;
     let want = |attno: i32| {
@@ -426,10 +572,20 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             *wanted.add(attno as usize - 1) = true;
         }
     };
-    for c in list_cells(private_list(cscan, 1)) {
-        want(c.int_value);
+    let join = list_cells(private_list(cscan, P_JOIN));
+    if let Some(fact_col) = join.first() {
+        // A join: the other relation's plan runs as our child; the anker
+        // table is grouped by its join column.
+        want(fact_col.int_value);
+        let child = list_cells((*cscan).custom_plans)[0].ptr_value as *mut pg_sys::Plan;
+        let child_state = pg_sys::ExecInitNode(child, estate, eflags);
+        (*node).custom_ps = pg_sys::lappend(std::ptr::null_mut(), child_state as *mut _);
+    } else {
+        for c in list_cells(private_list(cscan, P_KEYS)) {
+            want(c.int_value);
+        }
     }
-    for pair in list_cells(private_list(cscan, 2)).chunks(2) {
+    for pair in list_cells(private_list(cscan, P_OUTPUTS)).chunks(2) {
         if pair[0].int_value != 0 {
             want(pair[1].int_value);
         }
@@ -471,6 +627,8 @@ struct Aggregator {
     /// Grouping attributes (0-based) and widths.
     keys: Vec<(usize, usize)>,
     inputs: Vec<Input>,
+    /// WHERE clauses evaluated natively, and the rest (or null).
+    preds: Vec<Pred>,
     qual: *mut pg_sys::ExprState,
     econtext: *mut pg_sys::ExprContext,
     rows: u64,
@@ -524,9 +682,16 @@ impl RowSink for Aggregator {
     }
 
     fn clean(&mut self, r: &mut Reader, t: &Table, rows: std::ops::Range<u64>) {
-        self.rows += rows.end - rows.start;
-        self.rows_clean += rows.end - rows.start;
-        for row in rows {
+        'rows: for row in rows {
+            for p in &self.preds {
+                match r.value(t, p.att, row) {
+                    // SAFETY: predicates are on integer-like columns.
+                    ValueRef::Fixed(v) if p.op.holds(unsafe { read_int(v, p.width) }, p.value) => {}
+                    _ => continue 'rows,
+                }
+            }
+            self.rows += 1;
+            self.rows_clean += 1;
             let mut key = Key::default();
             for (k, &(att, width)) in self.keys.iter().enumerate() {
                 match r.value(t, att, row) {
@@ -569,12 +734,17 @@ impl RowSink for Aggregator {
         // SAFETY: slot is the anker slot of the scanned relation, filled
         // with (at least) the attributes we read.
         unsafe {
+            let values = (*slot).tts_values;
+            let nulls = (*slot).tts_isnull;
+            for p in &self.preds {
+                if *nulls.add(p.att) || !p.op.holds(widen((*values.add(p.att)).value() as u64, p.width), p.value) {
+                    return;
+                }
+            }
             if !self.qual.is_null() && !self.passes(slot) {
                 return;
             }
             self.rows += 1;
-            let values = (*slot).tts_values;
-            let nulls = (*slot).tts_isnull;
             let mut key = Key::default();
             for (k, &(att, width)) in self.keys.iter().enumerate() {
                 if *nulls.add(att) {
@@ -608,6 +778,114 @@ impl RowSink for Aggregator {
             }
         }
     }
+}
+
+/// A comparison of an integer-like column with a constant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cmp {
+    Lt,
+    Le,
+    Eq,
+    Ge,
+    Gt,
+    Ne,
+}
+
+impl Cmp {
+    #[inline]
+    fn holds(self, a: i64, b: i64) -> bool {
+        match self {
+            Cmp::Lt => a < b,
+            Cmp::Le => a <= b,
+            Cmp::Eq => a == b,
+            Cmp::Ge => a >= b,
+            Cmp::Gt => a > b,
+            Cmp::Ne => a != b,
+        }
+    }
+
+    /// The comparison with its operands swapped (`5 < x` is `x > 5`).
+    fn flipped(self) -> Cmp {
+        match self {
+            Cmp::Lt => Cmp::Gt,
+            Cmp::Le => Cmp::Ge,
+            Cmp::Gt => Cmp::Lt,
+            Cmp::Ge => Cmp::Le,
+            same => same,
+        }
+    }
+}
+
+/// The built-in same-type comparison operators of the integer-like types
+/// (fixed pg_operator OIDs), which compare the values as integers:
+/// `<`, `<=`, `=`, `>=`, `>`, `<>` of int2, int4, int8, date, timestamp and
+/// timestamptz.
+const CMP_OPS: [(u32, pg_sys::Oid, Cmp); 36] = {
+    use Cmp::*;
+    const I2: pg_sys::Oid = pg_sys::INT2OID;
+    const I4: pg_sys::Oid = pg_sys::INT4OID;
+    const I8: pg_sys::Oid = pg_sys::INT8OID;
+    const D: pg_sys::Oid = pg_sys::DATEOID;
+    const TS: pg_sys::Oid = pg_sys::TIMESTAMPOID;
+    const TZ: pg_sys::Oid = pg_sys::TIMESTAMPTZOID;
+    [
+        (95, I2, Lt), (522, I2, Le), (94, I2, Eq), (524, I2, Ge), (520, I2, Gt), (519, I2, Ne),
+        (97, I4, Lt), (523, I4, Le), (96, I4, Eq), (525, I4, Ge), (521, I4, Gt), (518, I4, Ne),
+        (412, I8, Lt), (414, I8, Le), (410, I8, Eq), (415, I8, Ge), (413, I8, Gt), (411, I8, Ne),
+        (1095, D, Lt), (1096, D, Le), (1093, D, Eq), (1098, D, Ge), (1097, D, Gt), (1094, D, Ne),
+        (2062, TS, Lt), (2063, TS, Le), (2060, TS, Eq), (2065, TS, Ge), (2064, TS, Gt), (2061, TS, Ne),
+        (1322, TZ, Lt), (1323, TZ, Le), (1320, TZ, Eq), (1325, TZ, Ge), (1324, TZ, Gt), (1321, TZ, Ne),
+    ]
+};
+
+/// A WHERE clause the node evaluates itself: `column <op> constant` on an
+/// integer-like column (NULL never passes, as in SQL).
+#[derive(Clone, Copy, Debug)]
+struct Pred {
+    att: usize,
+    width: usize,
+    op: Cmp,
+    value: i64,
+}
+
+/// `clause` as a [`Pred`], if it is one.
+unsafe fn as_pred(clause: *mut pg_sys::Node) -> Option<Pred> {
+    if clause.is_null() || (*clause).type_ != pg_sys::NodeTag::T_OpExpr {
+        return None;
+    }
+    let op = clause as *mut pg_sys::OpExpr;
+    let &(_, ty, cmp) = CMP_OPS.iter().find(|(oid, _, _)| *oid == (*op).opno.to_u32())?;
+    let [l, r] = list_cells((*op).args) else { return None };
+    let (l, r) = (l.ptr_value as *mut pg_sys::Node, r.ptr_value as *mut pg_sys::Node);
+    let is_var = |n: *mut pg_sys::Node| {
+        (*n).type_ == pg_sys::NodeTag::T_Var && (*(n as *mut pg_sys::Var)).varattno > 0 && (*(n as *mut pg_sys::Var)).varlevelsup == 0
+    };
+    let is_const = |n: *mut pg_sys::Node| (*n).type_ == pg_sys::NodeTag::T_Const && !(*(n as *mut pg_sys::Const)).constisnull;
+    let (var, konst, cmp) = if is_var(l) && is_const(r) {
+        (l as *mut pg_sys::Var, r as *mut pg_sys::Const, cmp)
+    } else if is_const(l) && is_var(r) {
+        (r as *mut pg_sys::Var, l as *mut pg_sys::Const, cmp.flipped())
+    } else {
+        return None;
+    };
+    if (*var).vartype != ty || (*konst).consttype != ty || !(*konst).constbyval {
+        return None;
+    }
+    let width = (*konst).constlen as usize;
+    Some(Pred { att: (*var).varattno as usize - 1, width, op: cmp, value: widen((*konst).constvalue.value() as u64, width) })
+}
+
+/// Split WHERE clauses into those evaluated natively and the rest.
+unsafe fn split_quals(quals: *mut pg_sys::List) -> (Vec<Pred>, *mut pg_sys::List) {
+    let mut preds = vec![];
+    let mut rest: *mut pg_sys::List = std::ptr::null_mut();
+    for c in list_cells(quals) {
+        match as_pred(c.ptr_value as *mut pg_sys::Node) {
+            Some(p) => preds.push(p),
+            None => rest = pg_sys::lappend(rest, c.ptr_value),
+        }
+    }
+    (preds, rest)
 }
 
 /// Rows between resets of the quals' per-row memory.
@@ -644,14 +922,18 @@ unsafe fn aggregate(s: *mut State) {
     let rel = (*s).rel;
     let atts = datum::attrs((*rel).rd_att);
     let width = |att: usize| atts[att].attlen as usize;
-    let keys: Vec<(usize, usize)> = list_cells(private_list(cscan, 1))
+    let join: Vec<i32> = list_cells(private_list(cscan, P_JOIN)).iter().map(|c| c.int_value).collect();
+    let key_list: Vec<i32> = list_cells(private_list(cscan, P_KEYS)).iter().map(|c| c.int_value).collect();
+    // The anker table's grouping: its key columns, or its join column.
+    let fact_keys = if join.is_empty() { key_list.clone() } else { vec![join[0]] };
+    let keys: Vec<(usize, usize)> = fact_keys
         .iter()
-        .map(|c| {
-            let att = c.int_value as usize - 1;
+        .map(|&attno| {
+            let att = attno as usize - 1;
             (att, width(att))
         })
         .collect();
-    let outs: Vec<Out> = list_cells(private_list(cscan, 2))
+    let outs: Vec<Out> = list_cells(private_list(cscan, P_OUTPUTS))
         .chunks(2)
         .map(|p| match p[0].int_value {
             0 => Out::Key(p[1].int_value as usize),
@@ -676,6 +958,7 @@ unsafe fn aggregate(s: *mut State) {
         groups: Groups::new(&funcs, !keys.is_empty()),
         keys,
         inputs,
+        preds: split_quals(private_list(cscan, P_QUALS)).0,
         qual: (*s).qual,
         econtext: (*node).ss.ps.ps_ExprContext,
         rows: 0,
@@ -696,11 +979,17 @@ unsafe fn aggregate(s: *mut State) {
     scan::scan_end(sd);
     (*s).rows = agg.rows;
     (*s).rows_clean = agg.rows_clean;
+    let groups = if join.is_empty() {
+        agg.groups
+    } else {
+        let child = list_cells((*node).custom_ps)[0].ptr_value as *mut pg_sys::PlanState;
+        join_groups(child, &agg.groups, &funcs, join[1], &key_list)
+    };
 
     // Results, in the query's memory: they outlive this call.
     let old = pg_sys::CurrentMemoryContext;
     pg_sys::CurrentMemoryContext = (*estate).es_query_cxt;
-    let groups = &agg.groups;
+    let groups = &groups;
     let (n, nout) = (groups.len(), outs.len());
     let values = pg_sys::palloc0((n * nout).max(1) * std::mem::size_of::<pg_sys::Datum>()) as *mut pg_sys::Datum;
     let nulls = pg_sys::palloc0((n * nout).max(1)) as *mut bool;
@@ -729,6 +1018,55 @@ unsafe fn aggregate(s: *mut State) {
     (*s).nulls = nulls;
     (*s).nout = nout;
     (*s).ngroups = n;
+}
+
+/// The join: every row of the other relation (from its plan, `child`)
+/// whose join column (at position `join_pos` of its output) matches a group
+/// of the anker table adds that group's accumulators to its own group,
+/// keyed by the columns at `key_positions`. An inner join: rows without a
+/// partner, and NULL join values, contribute nothing.
+unsafe fn join_groups(
+    child: *mut pg_sys::PlanState,
+    fact: &Groups,
+    funcs: &[AggFn],
+    join_pos: i32,
+    key_positions: &[i32],
+) -> Groups {
+    let mut out = Groups::new(funcs, !key_positions.is_empty());
+    let last = key_positions.iter().copied().chain([join_pos]).max().unwrap_or(join_pos);
+    let mut rows = 0u64;
+    loop {
+        let slot = pg_sys::ExecProcNode(child);
+        if slot.is_null() || (*slot).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
+            break;
+        }
+        rows += 1;
+        if rows.is_multiple_of(8192) {
+            pg_sys::check_for_interrupts!();
+        }
+        pg_sys::slot_getsomeattrs(slot, last);
+        let atts = datum::attrs((*slot).tts_tupleDescriptor);
+        let value = |pos: i32| -> Option<i64> {
+            let i = pos as usize - 1;
+            (!*(*slot).tts_isnull.add(i)).then(|| widen((*(*slot).tts_values.add(i)).value() as u64, atts[i].attlen as usize))
+        };
+        let Some(x) = value(join_pos) else { continue };
+        let mut fact_key = Key::default();
+        fact_key.values[0] = x;
+        let Some(partner) = fact.find(&fact_key) else { continue };
+        let mut key = Key::default();
+        for (k, &pos) in key_positions.iter().enumerate() {
+            match value(pos) {
+                Some(v) => key.values[k] = v,
+                None => key.nulls |= 1 << k,
+            }
+        }
+        let g = out.group(key);
+        for (acc, from) in out.accs_mut(g).iter_mut().zip(fact.accs(partner)) {
+            acc.merge(from);
+        }
+    }
+    out
 }
 
 /// PostgreSQL's numeric input and division, called through
@@ -800,6 +1138,9 @@ unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_
 #[pg_guard]
 unsafe extern "C-unwind" fn end(node: *mut pg_sys::CustomScanState) {
     let s = node as *mut State;
+    for c in list_cells((*node).custom_ps) {
+        pg_sys::ExecEndNode(c.ptr_value as *mut pg_sys::PlanState);
+    }
     if !(*s).rel.is_null() {
         pg_sys::table_close((*s).rel, pg_sys::NoLock as pg_sys::LOCKMODE);
         (*s).rel = std::ptr::null_mut();
@@ -820,6 +1161,11 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, _ancesto
     let name = CStr::from_ptr((*(*s).rel).rd_rel.as_ref().expect("relation").relname.data.as_ptr());
     pg_sys::ExplainPropertyText(c"Table".as_ptr(), name.as_ptr(), es);
     explain_columns((*s).rel, std::slice::from_raw_parts((*s).wanted, (*s).natts), es);
+    let cscan = (*node).ss.ps.plan as *mut pg_sys::CustomScan;
+    if let Some(fact_col) = list_cells(private_list(cscan, P_JOIN)).first() {
+        let att = &datum::attrs((*(*s).rel).rd_att)[fact_col.int_value as usize - 1];
+        pg_sys::ExplainPropertyText(c"Join Column".as_ptr(), att.attname.data.as_ptr(), es);
+    }
     (*s).snap.explain(es);
     if (*es).analyze && (*s).done {
         pg_sys::ExplainPropertyInteger(c"Rows Aggregated".as_ptr(), std::ptr::null(), (*s).rows as i64, es);

@@ -148,6 +148,25 @@ impl NumericSum {
         }
     }
 
+    /// Add another running sum into this one.
+    pub fn merge(&mut self, other: &NumericSum) {
+        self.dscale = self.dscale.max(other.dscale);
+        self.nan |= other.nan;
+        self.pos_inf |= other.pos_inf;
+        self.neg_inf |= other.neg_inf;
+        if other.limbs.is_empty() {
+            return;
+        }
+        let other_top = other.lo + other.limbs.len() as i32 - 1;
+        self.cover(other.lo, other_top);
+        let base = (other.lo - self.lo) as usize;
+        for (i, l) in other.limbs.iter().enumerate() {
+            self.limbs[base + i] += l;
+        }
+        // (each side's limbs stay far below overflow; carries settle here)
+        self.normalise();
+    }
+
     /// Make positions `lo..=hi` addressable.
     fn cover(&mut self, lo: i32, hi: i32) {
         if self.limbs.is_empty() {
@@ -310,6 +329,23 @@ impl Acc {
         }
     }
 
+    /// Fold another accumulator of the same aggregate into this one, as if
+    /// its values had been added here.
+    pub fn merge(&mut self, other: &Acc) {
+        match (self, other) {
+            (Acc::Count(a), Acc::Count(b)) => *a += b,
+            (Acc::Int { sum, n }, Acc::Int { sum: s2, n: n2 }) => {
+                *sum += s2;
+                *n += n2;
+            }
+            (Acc::Numeric { sum, n }, Acc::Numeric { sum: s2, n: n2 }) => {
+                sum.merge(s2);
+                *n += n2;
+            }
+            _ => panic!("merging accumulators of different aggregates"),
+        }
+    }
+
     /// The aggregate's result, as PostgreSQL defines it (NULL over no values).
     pub fn output(&self, f: AggFn) -> Output {
         match (f, self) {
@@ -404,6 +440,17 @@ impl Groups {
         }
         self.last = Some((key, g));
         g as usize
+    }
+
+    /// The group of `key`, if there is one.
+    pub fn find(&self, key: &Key) -> Option<usize> {
+        self.index.get(key).map(|&g| g as usize)
+    }
+
+    /// The accumulators of group `g`.
+    pub fn accs(&self, g: usize) -> &[Acc] {
+        let n = self.funcs.len();
+        &self.accs[g * n..(g + 1) * n]
     }
 
     /// The accumulators of group `g`, one per aggregate.
@@ -574,6 +621,36 @@ mod tests {
         let ungrouped = Groups::new(&[AggFn::CountRows, AggFn::AvgInt], false);
         assert_eq!(ungrouped.len(), 1);
         assert_eq!(ungrouped.output(0, 1), Output::Null);
+    }
+
+    #[test]
+    fn merging_equals_adding_everything_to_one() {
+        let values = [(12345i128, 2u16, false), (-99_999, 3, true), (5, 0, false), (1, 9, true), (-7, 1, false)];
+        let bytes: Vec<Vec<u8>> = values.iter().map(|&(u, sc, long)| encode(u, sc, long)).collect();
+        for split in 0..=bytes.len() {
+            let (mut left, mut right, mut all) = (Acc::new(AggFn::AvgNumeric), Acc::new(AggFn::AvgNumeric), Acc::new(AggFn::AvgNumeric));
+            for (i, b) in bytes.iter().enumerate() {
+                let n = parse_numeric(b).unwrap();
+                all.add_numeric(n);
+                if i < split { left.add_numeric(n) } else { right.add_numeric(n) }
+            }
+            left.merge(&right);
+            assert_eq!(left.output(AggFn::AvgNumeric), all.output(AggFn::AvgNumeric));
+            assert_eq!(left.output(AggFn::SumNumeric), all.output(AggFn::SumNumeric));
+        }
+        let mut c = Acc::new(AggFn::CountRows);
+        c.add_count();
+        let mut d = Acc::new(AggFn::CountRows);
+        d.add_count();
+        d.add_count();
+        c.merge(&d);
+        assert_eq!(c.output(AggFn::CountRows), Output::Int(3));
+        let mut inf = Acc::new(AggFn::SumNumeric);
+        inf.add_numeric(Numeric::PosInf);
+        let mut ninf = Acc::new(AggFn::SumNumeric);
+        ninf.add_numeric(Numeric::NegInf);
+        inf.merge(&ninf);
+        assert_eq!(inf.output(AggFn::SumNumeric), Output::Numeric("NaN".into()));
     }
 
     proptest! {

@@ -189,6 +189,13 @@ pub struct Frozen {
     pub base: *const u8,
 }
 
+/// Does a snapshot made with `method` hold private copies of part `which`
+/// (rather than sharing the live pages)? memcpy copies everything; cow
+/// copies the block summaries, which writers bump in place.
+fn part_is_copied(method: u32, which: u32) -> bool {
+    method == Method::Memcpy as u32 || (method == Method::Cow as u32 && which == PART_SUMMARIES)
+}
+
 fn now_us() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
@@ -277,8 +284,13 @@ impl Table {
                 snap.nparts += 1;
                 snap.pages_captured += npages;
                 match method {
+                    // Block summaries are copied, not shared: writers bump
+                    // them in place, and a scan of the snapshot that marks a
+                    // block clean must compare the live word with the one
+                    // frozen here (one page covers 33 M rows).
+                    _ if part_is_copied(method as u32, w) => self.copy_part(arena, snap, arr, npages)?,
                     Method::Cow => pt.set_shared_epoch(snap.epoch),
-                    Method::Memcpy => self.copy_part(arena, snap, arr, npages)?,
+                    Method::Memcpy => unreachable!("memcpy copies every part"),
                     Method::VmSnapshot => {}
                 }
             }
@@ -367,7 +379,7 @@ impl Table {
         self.reclaim(arena);
     }
 
-    /// Replace a memcpy part's chunks (still the live ones) by private
+    /// Replace a copied part's chunks (still the live ones) by private
     /// chunks of private page copies. On failure the part holds only what
     /// it owns.
     fn copy_part(&self, arena: &Arena, snap: &mut Snapshot, chunks: &mut [Off], npages: u64) -> AllocResult<()> {
@@ -402,7 +414,7 @@ impl Table {
             unsafe { arena.unmap_frozen_image(snap.image as *const u8) };
         }
         for p in snap.parts(arena).to_vec() {
-            if snap.method == Method::Memcpy as u32 {
+            if part_is_copied(snap.method, p.which) {
                 for &c in p.chunks(arena).iter().filter(|c| **c != 0) {
                     self.heap.free(arena, c);
                 }
@@ -430,7 +442,7 @@ impl Table {
             // SAFETY: listed snapshots are live.
             let s = unsafe { arena.get::<Snapshot>(cur) };
             if s.method == Method::Cow as u32 {
-                for p in s.parts(arena) {
+                for p in s.parts(arena).iter().filter(|p| !part_is_copied(s.method, p.which)) {
                     epochs.push((p.which, s.epoch));
                 }
             }

@@ -1050,6 +1050,9 @@ impl Table {
                 // have xmin 0, reused ones stay VACANT until the final store.
                 let old = s.flags.load(Ordering::Relaxed);
                 s.flags.store(old | flag::VACANT, Ordering::Relaxed);
+                // The block's summary word must exist, so that every later
+                // writer's touch bumps it (see `mark_block_clean`).
+                self.summaries.page_for_write(arena, &self.heap, row >> crate::version::SUMMARY_ROWS_SHIFT, epoch, &mut retire)?;
                 self.touch_block(arena, row);
                 let cp = self.cids.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
                 self.write_values(arena, row, values, &blobs[k * ncols..(k + 1) * ncols], epoch)?;
@@ -1565,6 +1568,37 @@ mod tests {
         assert!(dir.drop_table(&a, &key));
         assert_eq!(a.stats().used_bytes, base);
         assert!(dir.lookup(&a, &key).is_none());
+    }
+
+    /// A scan of a cow snapshot that finds a block clean may mark the live
+    /// block clean only if no writer touched it after the snapshot froze:
+    /// the snapshot's summary words are its own, so a writer's bump shows.
+    #[test]
+    fn a_snapshot_scan_cannot_mark_a_block_written_after_the_snapshot() {
+        let a = setup();
+        let dir = Directory::get(&a).unwrap();
+        let t = dir.get_or_create(&a, &[5, 5, 5, 5], &|| vec![ColumnSpec::fixed(8)]).unwrap();
+        let v = 1u64.to_ne_bytes();
+        t.insert_rows(&a, &[&[Value::Fixed(&v)]], &[0], 10, 0, 0, 0, &mut vec![]).unwrap();
+        let live_before = t.block_summary(&a, 0);
+        assert_ne!(live_before, 0, "inserting makes the block's summary word");
+        let off = t.create_snapshot(&a, &[0], crate::snapshot::Method::Cow, 0).unwrap();
+        // a writer updates the row after the snapshot
+        let h = t.header(&a, 0).unwrap();
+        assert!(t.update_in_place(&a, 0, &h, 11, 0, &[(0, Value::Fixed(&2u64.to_ne_bytes()))], &[0]).unwrap());
+        // the snapshot still has the word it froze; the live one moved on
+        let mut cur = Cursor::NEW;
+        t.bind_snapshot(&a, t.snapshot(&a, off), &mut cur, &mut []);
+        let frozen = t.cursor_summary(&a, &mut cur, 0);
+        assert_eq!(frozen, live_before);
+        assert_ne!(t.block_summary(&a, 0), frozen);
+        t.mark_block_clean(&a, 0, frozen, 10);
+        assert!(crate::version::summary_clean(t.block_summary(&a, 0)).is_none());
+        // a scan of the live table after the write may mark it
+        let now = t.block_summary(&a, 0);
+        t.mark_block_clean(&a, 0, now, 11);
+        assert_eq!(crate::version::summary_clean(t.block_summary(&a, 0)), Some(11));
+        t.release_snapshot(&a, off);
     }
 
     #[test]

@@ -505,14 +505,12 @@ impl Table {
     }
 
     /// Mark `block` clean with newest creator `max_xmin`, unless a writer
-    /// touched it since its summary read `seen`.
+    /// touched it since its summary read `seen`. Summary pages are never
+    /// shared with snapshots (cow copies them), and every block with rows
+    /// has one (`insert_rows` makes it), so writers always bump the word
+    /// this compares against.
     pub fn mark_block_clean(&self, arena: &Arena, block: u64, seen: u64, max_xmin: u32) {
-        let _g = self.latch.shared();
-        let epoch = self.snap_epoch.load(Ordering::Acquire);
-        let mut retire = |r| self.retire_replaced(arena, r);
-        let Ok(p) = self.summaries.page_for_write(arena, &self.heap, block, epoch, &mut retire) else { return };
-        // SAFETY: as in summary_word.
-        let w = unsafe { self.summaries.element::<AtomicU64>(p, block) };
+        let Some(w) = self.summary_word(arena, block) else { return };
         let clean = (seen & !(SUMMARY_CLEAN | 0xffff_ffff)) | SUMMARY_CLEAN | max_xmin as u64;
         let _ = w.compare_exchange(seen, clean, Ordering::AcqRel, Ordering::Relaxed);
     }

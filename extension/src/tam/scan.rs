@@ -149,8 +149,8 @@ impl Reader {
         }
     }
 
-    /// Store `row` of a block its summary vouches for: committed before the
-    /// snapshot, never deleted, unversioned. No visibility checks; false
+    /// Store `row` of a block its summary vouches for: its newest version
+    /// committed before the snapshot, never deleted. No visibility checks; false
     /// when a writer touched the block meanwhile (the caller then reads
     /// the row the slow way).
     #[inline]
@@ -582,7 +582,7 @@ pub trait RowSink {
 
 /// Read every row of a forward scan for a consumer that works without
 /// slots where it can: the rows of each block whose summary vouches for all
-/// of them (committed before the snapshot, unversioned, undeleted), in a
+/// of them (newest versions committed before the snapshot, undeleted), in a
 /// frozen column snapshot, go to `sink.clean` as a range; every other
 /// visible row is read into `slot` and given to `sink.row`. On live
 /// columns, or when the sink takes no blocks, every row goes to `sink.row`.
@@ -664,7 +664,9 @@ impl ScanDesc {
             Some(h)
                 if h.flags & flag::XMIN_COMMITTED != 0
                     && h.xmax == 0
-                    && h.flags & (flag::HAS_LINKS | flag::SPECULATIVE | flag::VACANT) == 0 =>
+                    // (a row updated in place counts by its newest version: a
+                    // reader that sees the newest creator needs no older one)
+                    && h.flags & (flag::SPECULATIVE | flag::VACANT) == 0 =>
             {
                 self.blk_rows += 1;
                 if h.xmin >= crate::visibility::FIRST_NORMAL_XID
@@ -678,9 +680,13 @@ impl ScanDesc {
     }
 
     unsafe fn finish_block(&mut self) {
-        if self.blk != u64::MAX && self.blk_clean && self.blk_rows == 1 << SUMMARY_ROWS_SHIFT {
-            // (from a snapshot too: the CAS succeeds only if the live block
-            // is still the one the snapshot saw)
+        // Only scans of a column snapshot mark blocks: the snapshot froze
+        // rows and summary words together (writers are excluded while it is
+        // made), so the CAS succeeds only if no writer touched the block
+        // since. A scan of the live columns could read a row after a
+        // writer announced itself (bumped the word) but before it wrote,
+        // and mark a block the writer is about to change.
+        if self.blk != u64::MAX && self.blk_clean && self.blk_rows == 1 << SUMMARY_ROWS_SHIFT && self.reader.is_frozen() {
             (*self.table).mark_block_clean(shmem::arena(), self.blk, self.blk_word, self.blk_max_xmin.max(1));
         }
         if self.blk_avoided != 0 {
