@@ -366,10 +366,22 @@ impl Acc {
 }
 
 /// A group key: up to [`MAX_KEYS`] integer values and which of them are NULL.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Key {
     pub values: [i64; MAX_KEYS],
     pub nulls: u8,
+}
+
+impl std::hash::Hash for Key {
+    /// One word per value (the derived hash feeds the array as 32 bytes,
+    /// which [`KeyHasher`] would take one byte at a time).
+    #[inline]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        for v in self.values {
+            state.write_u64(v as u64);
+        }
+        state.write_u64(self.nulls as u64);
+    }
 }
 
 /// Multiply-rotate hashing (as in rustc's FxHash): group keys are small
@@ -380,8 +392,10 @@ pub struct KeyHasher(u64);
 impl Hasher for KeyHasher {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(*b as u64);
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_ne_bytes(word));
         }
     }
     #[inline]
