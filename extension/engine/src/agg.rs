@@ -207,8 +207,8 @@ impl NumericSum {
         self.pending = 0;
     }
 
-    /// Did any value go in (NULLs are not added)? Zero counts as a value.
-    /// Callers count rows themselves; this is for specials only.
+    /// The result when NaN or infinities went in, by PostgreSQL's rules:
+    /// NaN wins, and +Infinity with -Infinity makes NaN.
     fn special(&self) -> Option<&'static str> {
         if self.nan || (self.pos_inf && self.neg_inf) {
             Some("NaN")
