@@ -36,7 +36,7 @@
 //! `anker.enable_agg_node = off` keeps PostgreSQL's Agg node.
 
 use crate::datum;
-use crate::scan_node::{explain_columns, is_anker_rte, list_cells, SnapChoice};
+use crate::scan_node::{explain_columns, is_anker_rte, list_cells, new_scan_state, recheck, SnapChoice};
 use crate::tam::scan::{self, Reader, RowSink};
 use anker_engine::agg::{parse_numeric, AggFn, Groups, Key, Numeric, Output, MAX_KEYS};
 use anker_engine::table::{Table, ValueRef};
@@ -546,11 +546,7 @@ unsafe fn private_list(cscan: *mut pg_sys::CustomScan, i: usize) -> *mut pg_sys:
 
 #[pg_guard]
 unsafe extern "C-unwind" fn create_state(cscan: *mut pg_sys::CustomScan) -> *mut pg_sys::Node {
-    let s = pg_sys::palloc0(std::mem::size_of::<State>()) as *mut State;
-    (*s).css.ss.ps.type_ = pg_sys::NodeTag::T_CustomScanState;
-    (*s).css.methods = &raw const EXEC_METHODS;
-    (*s).css.flags = (*cscan).flags;
-    s as *mut pg_sys::Node
+    new_scan_state(std::mem::size_of::<State>(), cscan, &raw const EXEC_METHODS)
 }
 
 #[pg_guard]
@@ -590,21 +586,9 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
             want(pair[1].int_value);
         }
     }
-    let mut qual_attrs: *mut pg_sys::Bitmapset = std::ptr::null_mut();
-    let mut m = -1;
-    // (the quals' Vars carry the planner's range-table index; any index
-    // will do for collecting attribute numbers: take them from the first)
-    let vars = pg_sys::pull_var_clause(quals as *mut pg_sys::Node, 0);
-    if let Some(first) = list_cells(vars).first() {
-        let varno = (*(first.ptr_value as *mut pg_sys::Var)).varno as pg_sys::Index;
-        pg_sys::pull_varattnos(quals as *mut pg_sys::Node, varno, &mut qual_attrs);
-    }
-    loop {
-        m = pg_sys::bms_next_member(qual_attrs, m);
-        if m < 0 {
-            break;
-        }
-        want(m + pg_sys::FirstLowInvalidHeapAttributeNumber);
+    // (the quals hold only this table's columns: `row_quals`)
+    for v in list_cells(pg_sys::pull_var_clause(quals as *mut pg_sys::Node, 0)) {
+        want((*(v.ptr_value as *mut pg_sys::Var)).varattno as i32);
     }
     (*s).wanted = wanted;
     (*s).natts = natts;
@@ -676,106 +660,131 @@ fn numeric_from(payload: &[u8]) -> Numeric<'_> {
     }
 }
 
+/// Where a row's values come from: a clean block's column pages, or a slot.
+trait RowValues {
+    fn is_null(&mut self, att: usize) -> bool;
+    /// An integer-like attribute of `width` bytes, sign-extended; None if NULL.
+    fn int(&mut self, att: usize, width: usize) -> Option<i64>;
+    /// A variable-length attribute (its varlena header first); None if NULL.
+    fn varlena(&mut self, att: usize) -> Option<*const u8>;
+}
+
+/// Row `row` of a clean block, read from column pages.
+struct PageRow<'a> {
+    reader: &'a mut Reader,
+    table: &'a Table,
+    row: u64,
+}
+
+impl RowValues for PageRow<'_> {
+    #[inline]
+    fn is_null(&mut self, att: usize) -> bool {
+        self.reader.value(self.table, att, self.row) == ValueRef::Null
+    }
+    #[inline]
+    fn int(&mut self, att: usize, width: usize) -> Option<i64> {
+        match self.reader.value(self.table, att, self.row) {
+            // SAFETY: an integer-like column's element.
+            ValueRef::Fixed(p) => Some(unsafe { read_int(p, width) }),
+            _ => None,
+        }
+    }
+    #[inline]
+    fn varlena(&mut self, att: usize) -> Option<*const u8> {
+        // Inline slots hold a short varlena, blobs a 4-byte-header one.
+        match self.reader.value(self.table, att, self.row) {
+            ValueRef::Inline(p) | ValueRef::Blob(p, _) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+/// The row in a slot of the scanned relation, filled with (at least) the
+/// attributes the node reads.
+struct SlotRow(*mut pg_sys::TupleTableSlot);
+
+impl RowValues for SlotRow {
+    #[inline]
+    fn is_null(&mut self, att: usize) -> bool {
+        // SAFETY: the slot has an entry per attribute of the relation.
+        unsafe { *(*self.0).tts_isnull.add(att) }
+    }
+    #[inline]
+    fn int(&mut self, att: usize, width: usize) -> Option<i64> {
+        // SAFETY: as above.
+        (!self.is_null(att)).then(|| widen(unsafe { *(*self.0).tts_values.add(att) }.value() as u64, width))
+    }
+    #[inline]
+    fn varlena(&mut self, att: usize) -> Option<*const u8> {
+        // SAFETY: as above; a non-NULL varlena datum is a pointer.
+        (!self.is_null(att)).then(|| unsafe { *(*self.0).tts_values.add(att) }.cast_mut_ptr::<u8>() as *const u8)
+    }
+}
+
+impl Aggregator {
+    /// Does the row pass the natively evaluated WHERE clauses?
+    #[inline]
+    fn passes_preds(&self, v: &mut impl RowValues) -> bool {
+        self.preds.iter().all(|p| v.int(p.att, p.width).is_some_and(|x| p.op.holds(x, p.value)))
+    }
+
+    /// Add a row that passed the WHERE clauses to its group.
+    #[inline]
+    fn add(&mut self, v: &mut impl RowValues) {
+        self.rows += 1;
+        let mut key = Key::default();
+        for (k, &(att, width)) in self.keys.iter().enumerate() {
+            match v.int(att, width) {
+                Some(x) => key.values[k] = x,
+                None => key.nulls |= 1 << k,
+            }
+        }
+        let g = self.groups.group(key);
+        for (acc, inp) in self.groups.accs_mut(g).iter_mut().zip(&self.inputs) {
+            match *inp {
+                Input::Rows => acc.add_count(),
+                Input::NotNull(att) => {
+                    if !v.is_null(att) {
+                        acc.add_count()
+                    }
+                }
+                Input::Int(att, width) => {
+                    if let Some(x) = v.int(att, width) {
+                        acc.add_int(x)
+                    }
+                }
+                Input::Numeric(att) => {
+                    if let Some(p) = v.varlena(att) {
+                        // SAFETY: an in-memory varlena (snapshot pages are
+                        // frozen; slot values live until the next row).
+                        acc.add_numeric(numeric_from(unsafe { varlena_payload(p) }));
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl RowSink for Aggregator {
     fn takes_blocks(&self) -> bool {
         self.qual.is_null()
     }
 
     fn clean(&mut self, r: &mut Reader, t: &Table, rows: std::ops::Range<u64>) {
-        'rows: for row in rows {
-            for p in &self.preds {
-                match r.value(t, p.att, row) {
-                    // SAFETY: predicates are on integer-like columns.
-                    ValueRef::Fixed(v) if p.op.holds(unsafe { read_int(v, p.width) }, p.value) => {}
-                    _ => continue 'rows,
-                }
-            }
-            self.rows += 1;
-            self.rows_clean += 1;
-            let mut key = Key::default();
-            for (k, &(att, width)) in self.keys.iter().enumerate() {
-                match r.value(t, att, row) {
-                    // SAFETY: key columns are fixed-width integers.
-                    ValueRef::Fixed(p) => key.values[k] = unsafe { read_int(p, width) },
-                    _ => key.nulls |= 1 << k,
-                }
-            }
-            let g = self.groups.group(key);
-            let accs = self.groups.accs_mut(g);
-            for (acc, inp) in accs.iter_mut().zip(&self.inputs) {
-                match *inp {
-                    Input::Rows => acc.add_count(),
-                    Input::NotNull(att) => {
-                        if r.value(t, att, row) != ValueRef::Null {
-                            acc.add_count()
-                        }
-                    }
-                    Input::Int(att, width) => {
-                        if let ValueRef::Fixed(p) = r.value(t, att, row) {
-                            // SAFETY: an integer column's element.
-                            acc.add_int(unsafe { read_int(p, width) })
-                        }
-                    }
-                    Input::Numeric(att) => {
-                        // SAFETY: inline slots hold a short varlena, blobs a
-                        // 4-byte-header one; snapshot pages are frozen.
-                        let payload = match r.value(t, att, row) {
-                            ValueRef::Inline(p) | ValueRef::Blob(p, _) => unsafe { varlena_payload(p) },
-                            _ => continue,
-                        };
-                        acc.add_numeric(numeric_from(payload));
-                    }
-                }
+        for row in rows {
+            let mut v = PageRow { reader: &mut *r, table: t, row };
+            if self.passes_preds(&mut v) {
+                self.rows_clean += 1;
+                self.add(&mut v);
             }
         }
     }
 
     fn row(&mut self, slot: *mut pg_sys::TupleTableSlot) {
-        // SAFETY: slot is the anker slot of the scanned relation, filled
-        // with (at least) the attributes we read.
-        unsafe {
-            let values = (*slot).tts_values;
-            let nulls = (*slot).tts_isnull;
-            for p in &self.preds {
-                if *nulls.add(p.att) || !p.op.holds(widen((*values.add(p.att)).value() as u64, p.width), p.value) {
-                    return;
-                }
-            }
-            if !self.qual.is_null() && !self.passes(slot) {
-                return;
-            }
-            self.rows += 1;
-            let mut key = Key::default();
-            for (k, &(att, width)) in self.keys.iter().enumerate() {
-                if *nulls.add(att) {
-                    key.nulls |= 1 << k;
-                } else {
-                    key.values[k] = widen((*values.add(att)).value() as u64, width);
-                }
-            }
-            let g = self.groups.group(key);
-            let accs = self.groups.accs_mut(g);
-            for (acc, inp) in accs.iter_mut().zip(&self.inputs) {
-                match *inp {
-                    Input::Rows => acc.add_count(),
-                    Input::NotNull(att) => {
-                        if !*nulls.add(att) {
-                            acc.add_count()
-                        }
-                    }
-                    Input::Int(att, width) => {
-                        if !*nulls.add(att) {
-                            acc.add_int(widen((*values.add(att)).value() as u64, width))
-                        }
-                    }
-                    Input::Numeric(att) => {
-                        if !*nulls.add(att) {
-                            let payload = varlena_payload((*values.add(att)).cast_mut_ptr::<u8>());
-                            acc.add_numeric(numeric_from(payload));
-                        }
-                    }
-                }
-            }
+        let mut v = SlotRow(slot);
+        // SAFETY: `passes` evaluates the remaining clauses on this slot.
+        if self.passes_preds(&mut v) && (self.qual.is_null() || unsafe { self.passes(slot) }) {
+            self.add(&mut v);
         }
     }
 }
@@ -1123,11 +1132,6 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
     }
     (*s).next += 1;
     pg_sys::ExecStoreVirtualTuple(slot)
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn recheck(_ss: *mut pg_sys::ScanState, _slot: *mut pg_sys::TupleTableSlot) -> bool {
-    true
 }
 
 #[pg_guard]

@@ -283,11 +283,21 @@ impl SnapChoice {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn create_state(cscan: *mut pg_sys::CustomScan) -> *mut pg_sys::Node {
-    let s = pg_sys::palloc0(std::mem::size_of::<State>()) as *mut State;
-    (*s).css.ss.ps.type_ = pg_sys::NodeTag::T_CustomScanState;
-    (*s).css.methods = &raw const EXEC_METHODS;
-    (*s).css.flags = (*cscan).flags;
-    s as *mut pg_sys::Node
+    new_scan_state(std::mem::size_of::<State>(), cscan, &raw const EXEC_METHODS)
+}
+
+/// A zeroed executor state of `size` bytes, which start with a
+/// `CustomScanState`, for plan node `cscan` run by `methods`.
+pub(crate) unsafe fn new_scan_state(
+    size: usize,
+    cscan: *mut pg_sys::CustomScan,
+    methods: *const pg_sys::CustomExecMethods,
+) -> *mut pg_sys::Node {
+    let css = pg_sys::palloc0(size) as *mut pg_sys::CustomScanState;
+    (*css).ss.ps.type_ = pg_sys::NodeTag::T_CustomScanState;
+    (*css).methods = methods;
+    (*css).flags = (*cscan).flags;
+    css as *mut pg_sys::Node
 }
 
 unsafe fn relation(node: *mut pg_sys::CustomScanState) -> pg_sys::Relation {
@@ -365,8 +375,10 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
     }
 }
 
+/// `ExecScan`'s recheck: anker's nodes are never rechecked (no EPQ
+/// substitution of their rows).
 #[pg_guard]
-unsafe extern "C-unwind" fn recheck(_ss: *mut pg_sys::ScanState, _slot: *mut pg_sys::TupleTableSlot) -> bool {
+pub(crate) unsafe extern "C-unwind" fn recheck(_ss: *mut pg_sys::ScanState, _slot: *mut pg_sys::TupleTableSlot) -> bool {
     true
 }
 
