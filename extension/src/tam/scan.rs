@@ -559,12 +559,7 @@ pub unsafe fn getnext(
             }
             d.blk_fast = false; // a writer came by: check rows from here on
         }
-        let found = d.read(row, slot);
-        d.track(row);
-        if found {
-            if d.snap != 0 && d.reader.last_depth == 0 {
-                d.note_avoided(row);
-            }
+        if d.read_in_block(row, slot) {
             return true;
         }
     }
@@ -614,12 +609,7 @@ pub unsafe fn scan_rows(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTab
         } else {
             for row in lo..hi {
                 d.cur = row as i64;
-                let found = d.read(row, slot);
-                d.track(row);
-                if found {
-                    if d.snap != 0 && d.reader.last_depth == 0 {
-                        d.note_avoided(row);
-                    }
+                if d.read_in_block(row, slot) {
                     sink.row(slot);
                 }
             }
@@ -631,6 +621,18 @@ pub unsafe fn scan_rows(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTab
 }
 
 impl ScanDesc {
+    /// Read `row` of the current block with visibility checks, and account
+    /// for it in the block's summary and the avoided-chain-walk counter.
+    #[inline]
+    unsafe fn read_in_block(&mut self, row: u64, slot: *mut pg_sys::TupleTableSlot) -> bool {
+        let found = self.read(row, slot);
+        self.track(row);
+        if found && self.snap != 0 && self.reader.last_depth == 0 {
+            self.note_avoided(row);
+        }
+        found
+    }
+
     unsafe fn start_block(&mut self, block: u64) {
         let arena = shmem::arena();
         let table = &*self.table;
