@@ -106,6 +106,52 @@ SELECT v FROM mv WHERE id = 201;
 UPDATE mv SET v = v + 1 WHERE id = 201;      -- the next writer repairs the row
 SELECT v FROM mv WHERE id = 201;
 
-DROP TABLE mv, quiet;
+-- index scans report rows nobody can see any more, and the index marks their
+-- entries dead (heap's kill_prior_tuple): later scans skip them unread
+CREATE EXTENSION IF NOT EXISTS pageinspect;
+CREATE TABLE q (id int PRIMARY KEY, v int) USING anker;
+INSERT INTO q SELECT g, g FROM generate_series(1, 100) g;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+-- a snapshot that still sees the deleted rows keeps their entries alive
+SELECT dblink_connect('old', :'conn');
+SELECT dblink_exec('old', 'BEGIN ISOLATION LEVEL REPEATABLE READ');
+SELECT * FROM dblink('old', 'SELECT count(*) FROM q') AS t(n bigint);
+DELETE FROM q WHERE id <= 60;
+SELECT count(*) FROM q WHERE id < 1000;
+SELECT count(*) FILTER (WHERE dead) AS dead_entries FROM bt_page_items('q_pkey', 1);
+SELECT * FROM dblink('old', 'SELECT count(*) FROM q') AS t(n bigint);
+SELECT dblink_exec('old', 'COMMIT');
+SELECT dblink_disconnect('old');
+-- once no snapshot can see them (PostgreSQL recomputes that horizon when a
+-- newer xid exists, hence the xid), the next index scan marks them
+SELECT pg_current_xact_id() IS NOT NULL AS xid_assigned;
+SELECT count(*) FROM q WHERE id < 1000;
+SELECT count(*) FILTER (WHERE dead) AS dead_entries FROM bt_page_items('q_pkey', 1);
+SELECT count(*), min(id) FROM q WHERE id < 1000;
+-- an update that moves a row leaves a dead entry in each index; rows
+-- updated in place, and rows whose delete rolled back, keep theirs
+CREATE INDEX q_v ON q (v);
+UPDATE q SET v = -v WHERE id BETWEEN 61 AND 65;      -- indexed column: new row ids
+UPDATE q SET id = id WHERE id BETWEEN 66 AND 70;     -- unchanged key: in place
+BEGIN; DELETE FROM q WHERE id > 90; ROLLBACK;
+SELECT count(*), sum(v) FROM q WHERE v < 1000;
+SELECT count(*), sum(v) FROM q WHERE id < 1000;
+SELECT count(*) FILTER (WHERE dead) AS dead_entries FROM bt_page_items('q_v', 1);
+-- a full index page then drops its dead entries instead of splitting
+CREATE TABLE r (id int PRIMARY KEY) USING anker;
+INSERT INTO r SELECT generate_series(1, 400);     -- one leaf page
+DELETE FROM r WHERE id <= 300;
+SELECT pg_current_xact_id() IS NOT NULL AS xid_assigned;
+SELECT count(*) FROM r WHERE id < 1000;
+INSERT INTO r SELECT generate_series(401, 600);
+SELECT pg_relation_size('r_pkey') / current_setting('block_size')::int AS index_pages,
+       count(*) AS entries, count(*) FILTER (WHERE dead) AS dead_entries
+  FROM bt_page_items('r_pkey', 1);
+SELECT count(*), min(id), max(id) FROM r WHERE id > 0;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+
+DROP TABLE mv, quiet, q, r;
 DROP PROCEDURE hammer;
 DROP FUNCTION counter;

@@ -348,3 +348,26 @@ impl Seen {
         self != Seen::None
     }
 }
+
+/// Can no snapshot, running or future, see any version of the row (heap's
+/// `HeapTupleIsSurelyDead`)? True for a delete (or a move to a new row id)
+/// that committed before every running snapshot, and for an aborted insert
+/// with no older versions behind it. Index scans then mark the entry dead,
+/// so later scans skip it without asking us.
+///
+/// # Safety
+/// `vistest` comes from `GlobalVisTestFor` for the row's relation.
+pub unsafe fn surely_dead(h: &RowHeader, vistest: *mut pg_sys::GlobalVisState) -> bool {
+    let mut hints = 0;
+    match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut hints) {
+        // An aborted in-place update leaves the version before it visible.
+        XidState::Aborted => return h.chain == 0,
+        XidState::Current | XidState::InProgress => return false,
+        XidState::Committed => {}
+    }
+    if h.xmax == INVALID_XID || h.flags & flag::XMAX_LOCK_ONLY != 0 {
+        return false;
+    }
+    xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, &mut hints) == XidState::Committed
+        && pg_sys::GlobalVisTestIsRemovableXid(vistest, h.xmax.into())
+}

@@ -5,7 +5,7 @@ use super::scan::Reader;
 use super::{row_to_tid, tid_to_row, ROWS_PER_BLOCK};
 use crate::shmem;
 use crate::storage::table_of;
-use crate::visibility::{xid_state, Visibility, XidState};
+use crate::visibility::{surely_dead, xid_state, Visibility, XidState};
 use anker_engine::table::{flag, Table};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -56,22 +56,52 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
     if row >= table.nrows() {
         return false;
     }
-    f.reader.read(f.base.rel, table, row, &Visibility::new(snapshot), slot)
+    if f.reader.read(f.base.rel, table, row, &Visibility::new(snapshot), slot) {
+        return true;
+    }
+    // Tell the index AM when nobody can see the row any more: it marks the
+    // entry dead and later scans skip it (without this, Delivery's
+    // `min(no_o_id)` walked every delivered order until the next VACUUM).
+    if !all_dead.is_null() {
+        if let Some(h) = &f.reader.last {
+            *all_dead = surely_dead(h, pg_sys::GlobalVisTestFor(f.base.rel));
+        }
+    }
+    false
 }
 
-/// No index entry is ever reported as deletable: anker keeps no per-TID
-/// "dead" state for the index AM to act on; VACUUM removes index entries.
+/// Which index entries may the index AM delete? Those it already knows
+/// are dead (marked after a fetch reported `all_dead`), and those whose rows
+/// no snapshot can see. Returns the newest deleter among them (the conflict
+/// horizon the index AM logs).
 #[pg_guard]
 pub unsafe extern "C-unwind" fn index_delete_tuples(
-    _rel: pg_sys::Relation,
+    rel: pg_sys::Relation,
     delstate: *mut pg_sys::TM_IndexDeleteOp,
 ) -> pg_sys::TransactionId {
+    let arena = shmem::arena();
+    let table = table_of(rel);
+    let vistest = pg_sys::GlobalVisTestFor(rel);
     let n = (*delstate).ndeltids as usize;
+    let deltids = std::slice::from_raw_parts((*delstate).deltids, n);
     let status = std::slice::from_raw_parts_mut((*delstate).status, n);
-    for s in status {
-        s.knowndeletable = false;
+    let mut horizon = pg_sys::InvalidTransactionId;
+    for d in deltids {
+        let s = &mut status[d.id as usize];
+        let row = tid_to_row(&d.tid).filter(|&r| r < table.nrows());
+        let h = row.and_then(|r| table.header(arena, r));
+        if !s.knowndeletable {
+            s.knowndeletable = matches!(&h, Some(h) if surely_dead(h, vistest));
+        }
+        if s.knowndeletable {
+            if let Some(h) = h.filter(|h| h.xmax != 0 && h.flags & flag::XMAX_LOCK_ONLY == 0) {
+                if horizon == pg_sys::InvalidTransactionId || pg_sys::TransactionIdFollows(h.xmax.into(), horizon) {
+                    horizon = h.xmax.into();
+                }
+            }
+        }
     }
-    pg_sys::InvalidTransactionId
+    horizon
 }
 
 /// Should an index build include this row? Everything some snapshot may

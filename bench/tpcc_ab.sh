@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# TPC-C OLTP alone on heap and on anker in the same run: one throwaway cluster with anker
+# preloaded, the TPC-C tables loaded USING heap in one database and USING anker in another,
+# then OLTP rounds that alternate the two, so the machine's drift falls on both.
+#
+#   bench/tpcc_ab.sh [--warehouses W] [--clients C] [--duration SEC] [--rounds R]
+#                    [--method cow|none|memcpy] [--mix standard|paper] [--perf SEC] [--out DIR]
+#                    [--conf 'postgresql.conf line' ...]
+#
+# Rounds run heap then anker, then anker then heap, and so on (ABBA), so a drift of the machine
+# over the run favours neither. Prints tps per database per round, the anker/heap ratio of the
+# sums, and checks the TPC-C consistency conditions in both databases at the end. --perf SEC
+# records `perf record -a -g` for SEC seconds in the middle of each engine's last round (needs
+# linux-perf) into DIR (default: a new directory under /tmp) and prints the top symbols.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH=$ROOT/bench
+W=4; CLIENTS=2; DURATION=60; ROUNDS=4; METHOD=cow; MIX=standard; PERF=0; OUT=; CONF=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        --warehouses) W=$2; shift 2 ;;
+        --clients) CLIENTS=$2; shift 2 ;;
+        --duration) DURATION=$2; shift 2 ;;
+        --rounds) ROUNDS=$2; shift 2 ;;
+        --method) METHOD=$2; shift 2 ;;
+        --mix) MIX=$2; shift 2 ;;
+        --perf) PERF=$2; shift 2 ;;
+        --out) OUT=$2; shift 2 ;;
+        --conf) CONF+=("$2"); shift 2 ;;
+        *) sed -n '2,14p' "$0" >&2; exit 2 ;;
+    esac
+done
+case "$MIX" in
+    standard) SCRIPTS=(neworder@45 payment@43 orderstatus@4 delivery@4 stocklevel@4) ;;
+    paper) SCRIPTS=(neworder@1 payment@1 orderstatus@1) ;;
+    *) echo "--mix standard|paper" >&2; exit 2 ;;
+esac
+. "$BENCH/lib/cluster.sh"
+if [ "$PERF" -gt 0 ]; then
+    command -v perf >/dev/null || { echo "--perf needs perf (Debian: linux-perf)" >&2; exit 2; }
+    [ -n "$OUT" ] || OUT=$(mktemp -d /tmp/tpcc_ab.XXXXXX)
+    mkdir -p "$OUT"
+fi
+export PGOPTIONS="-c client_min_messages=warning"
+trap cluster_cleanup EXIT
+cluster_start "shared_preload_libraries = 'anker'" "anker.snapshot_method = '$METHOD'" \
+    "shared_buffers = '2GB'" "synchronous_commit = off" "max_wal_size = '16GB'" \
+    "checkpoint_timeout = '30min'" "max_parallel_workers_per_gather = 0" "jit = off" \
+    "log_autovacuum_min_duration = 0" "${CONF[@]}"
+WORK=$(cluster_workdir)
+for am in heap anker; do
+    cluster_psql -q -c "CREATE DATABASE tpcc_$am"
+    [ "$am" = anker ] && cluster_psql -q -d tpcc_anker -c "CREATE EXTENSION anker"
+    cluster_psql -q -d "tpcc_$am" -v am="$am" -f "$BENCH/tpcc/schema.sql" >/dev/null
+    cluster_psql -q -d "tpcc_$am" -v warehouses="$W" -f "$BENCH/tpcc/load.sql" >/dev/null
+    cluster_psql -q -d "tpcc_$am" -f "$BENCH/tpcc/indexes.sql" >/dev/null
+    cluster_psql -q -d "tpcc_$am" -f "$BENCH/tpcc/functions.sql" >/dev/null
+    cluster_psql -q -d "tpcc_$am" -c "VACUUM (ANALYZE)" >/dev/null
+    echo "tpcc_$am: W=$W loaded USING $am"
+done
+cluster_psql -q -c CHECKPOINT
+
+args=()
+for s in "${SCRIPTS[@]}"; do args+=(-f "$BENCH/tpcc/${s%@*}.pgbench@${s#*@}"); done
+threads=$CLIENTS; [ "$threads" -gt "$(nproc)" ] && threads=$(nproc)
+oltp() { # $1 = database, $2 = seconds
+    (cd "$WORK" && cluster_pgbench -n -M prepared -c "$CLIENTS" -j "$threads" -T "$2" \
+        -D warehouses="$W" -D uniform=0 "${args[@]}" "$1" 2>&1) | grep -Eo 'tps = [0-9.]+' | head -n1 | awk '{print $3}'
+}
+for am in heap anker; do oltp "tpcc_$am" 10 >/dev/null; done   # warm-up
+
+declare -A sum
+for r in $(seq 1 "$ROUNDS"); do
+    order="heap anker"; [ $((r % 2)) = 0 ] && order="anker heap"
+    for am in $order; do
+        perf_pid=
+        if [ "$PERF" -gt 0 ] && [ "$r" = "$ROUNDS" ]; then
+            (sleep $(( (DURATION - PERF) / 2 )); perf record -q -a -g -o "$OUT/perf.$am.data" -- sleep "$PERF" >/dev/null 2>&1) &
+            perf_pid=$!
+        fi
+        tps=$(oltp "tpcc_$am" "$DURATION")
+        [ -n "$perf_pid" ] && wait "$perf_pid"
+        echo "round $r $am: $tps tps"
+        sum[$am]=$(echo "${sum[$am]:-0} + $tps" | bc -l)
+    done
+done
+printf 'heap %.0f tps, anker-%s %.0f tps, anker/heap = %.3f\n' \
+    "$(echo "${sum[heap]} / $ROUNDS" | bc -l)" "$METHOD" "$(echo "${sum[anker]} / $ROUNDS" | bc -l)" \
+    "$(echo "${sum[anker]} / ${sum[heap]}" | bc -l)"
+for am in heap anker; do
+    echo "tpcc_$am autovacuum runs: $(cluster_psql -At -d "tpcc_$am" -c "SELECT coalesce(string_agg(relname || ' ' || autovacuum_count, ', ' ORDER BY relname), 'none') FROM pg_stat_user_tables WHERE autovacuum_count > 0")"
+done
+bad=0
+for am in heap anker; do
+    out=$(cluster_psql -At -F '|' -d "tpcc_$am" -f "$BENCH/tpcc/check.sql")
+    if printf '%s\n' "$out" | awk -F'|' '$2 != 0 {bad = 1} END {exit !bad}'; then
+        echo "tpcc_$am: CONSISTENCY VIOLATED: $(printf '%s' "$out" | tr '\n' ';')"; bad=1
+    else
+        echo "tpcc_$am: consistency conditions hold"
+    fi
+done
+if [ "$PERF" -gt 0 ]; then
+    for am in heap anker; do
+        echo "== perf, $am: top symbols (self, all CPUs) =="
+        perf report -i "$OUT/perf.$am.data" --no-children -g none --sort dso,symbol --stdio 2>/dev/null |
+            grep -E '^ +[0-9]' | head -n 40
+    done
+fi
+[ "$PERF" -gt 0 ] && echo "perf data: $OUT/perf.{heap,anker}.data"
+exit "$bad"
