@@ -28,13 +28,24 @@ use anker_engine::table::{Table, TableKey};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 
-/// What `rd_amcache` holds for an anker relation.
+/// What `rd_amcache` holds for an anker relation: the engine table, and a
+/// reader for single-row fetches whose scratch memory follows the struct in
+/// the same chunk (PostgreSQL frees `rd_amcache` with one `pfree` when the
+/// relcache entry is invalidated).
 #[repr(C)]
 struct AmCache {
     generation: u64,
     key: TableKey,
     table: Off,
+    /// Attributes the chunk has reader scratch memory for.
+    natts: usize,
+    /// `fetch` is set up for `table`.
+    fetch_ready: bool,
+    fetch: std::mem::MaybeUninit<crate::tam::scan::Reader>,
 }
+
+/// Offset of the reader's scratch memory in an `AmCache` chunk.
+const SCRATCH_AT: usize = std::mem::size_of::<AmCache>().next_multiple_of(16);
 
 pub fn key_of(rel: pg_sys::Relation) -> TableKey {
     // SAFETY: rel is an open relation.
@@ -62,15 +73,41 @@ pub fn table_of(rel: pg_sys::Relation) -> &'static Table {
         let desc = (*rel).rd_att;
         let t = shmem::directory().get_or_create(arena, &key, &|| datum::specs_for(desc)).or_raise();
         sync_columns(t, desc);
+        let natts = (*desc).natts as usize;
+        if !(*rel).rd_amcache.is_null() && (*((*rel).rd_amcache as *const AmCache)).natts != natts {
+            pg_sys::pfree((*rel).rd_amcache);
+            (*rel).rd_amcache = std::ptr::null_mut();
+        }
         if (*rel).rd_amcache.is_null() {
-            (*rel).rd_amcache = pg_sys::MemoryContextAlloc(pg_sys::CacheMemoryContext, std::mem::size_of::<AmCache>());
+            let bytes = SCRATCH_AT + crate::tam::scan::Reader::scratch_bytes(natts);
+            (*rel).rd_amcache = pg_sys::MemoryContextAlloc(pg_sys::CacheMemoryContext, bytes);
+            (*((*rel).rd_amcache as *mut AmCache)).natts = natts;
         }
         let c = (*rel).rd_amcache as *mut AmCache;
         (*c).generation = arena.generation();
         (*c).key = key;
         (*c).table = arena.off_of(t as *const Table);
+        (*c).fetch_ready = false;
         t
     }
+}
+
+/// The reader cached with `rel`'s relcache entry, for single-row fetches
+/// (its values stay valid until the next fetch from `rel`). `table` is
+/// `table_of(rel)`, just called.
+pub unsafe fn fetch_reader(rel: pg_sys::Relation, table: &Table) -> &'static mut crate::tam::scan::Reader {
+    let c = (*rel).rd_amcache as *mut AmCache;
+    debug_assert!(!c.is_null(), "table_of(rel) sets rd_amcache");
+    // SAFETY: table_of made the chunk for rel's descriptor, with
+    // SCRATCH_AT + scratch_bytes(natts) bytes; the reader is re-made
+    // whenever table_of rebinds the relation.
+    if !(*c).fetch_ready {
+        (*c).fetch.write(crate::tam::scan::Reader::new_in(rel, table, (c as *mut u8).add(SCRATCH_AT)));
+        (*c).fetch_ready = true;
+    }
+    let r = (*c).fetch.assume_init_mut();
+    r.reset(table);
+    r
 }
 
 /// Make the stored columns match the relation's attributes: columns added

@@ -488,40 +488,45 @@ pub unsafe extern "C-unwind" fn tuple_delete(
 
 // ---- UPDATE -------------------------------------------------------------------
 
-/// Which attributes (1-based) does the update change, among those in
-/// `attrs`? Compares stored bytes, which are canonical for equal datums.
-unsafe fn changes_any(table: &Table, row: u64, new: &[Value], attrs: *mut pg_sys::Bitmapset) -> bool {
+/// Does `new` differ from the stored value of column `i` of `row`? Compares
+/// stored bytes, which are canonical for equal datums.
+unsafe fn column_changed(table: &Table, row: u64, i: usize, new: &Value) -> bool {
     let arena = shmem::arena();
-    let offset = pg_sys::FirstLowInvalidHeapAttributeNumber;
+    if i >= table.ncols() {
+        return true;
+    }
+    let width = 1usize << table.column(arena, i).width_shift;
+    let same = match (table.value(arena, i, row), new) {
+        (ValueRef::Null, Value::Null) => true,
+        (ValueRef::Fixed(p), Value::Fixed(b)) => {
+            let stored = std::slice::from_raw_parts(p, width);
+            stored[..b.len()] == **b && stored[b.len()..].iter().all(|&x| x == 0)
+        }
+        (ValueRef::Inline(p), Value::Inline(b)) => {
+            let stored = std::slice::from_raw_parts(p, anker_engine::table::VAR_SLOT);
+            stored[..b.len()] == **b && stored[b.len()..].iter().all(|&x| x == 0)
+        }
+        (ValueRef::Blob(p, n), Value::Blob(b)) => std::slice::from_raw_parts(p, n as usize) == *b,
+        _ => false,
+    };
+    !same
+}
+
+/// Does the update change any attribute in `attrs` (a bitmap of attribute
+/// numbers offset by `FirstLowInvalidHeapAttributeNumber`)?
+unsafe fn changes_any(table: &Table, row: u64, new: &[Value], attrs: *mut pg_sys::Bitmapset) -> bool {
     let mut m = -1;
     loop {
         m = pg_sys::bms_next_member(attrs, m);
         if m < 0 {
             return false;
         }
-        let attno = m + offset;
+        let attno = m + pg_sys::FirstLowInvalidHeapAttributeNumber;
         if attno <= 0 {
             continue; // system attributes never change
         }
         let i = attno as usize - 1;
-        if i >= new.len() || i >= table.ncols() {
-            return true;
-        }
-        let width = 1usize << table.column(arena, i).width_shift;
-        let same = match (table.value(arena, i, row), new[i]) {
-            (ValueRef::Null, Value::Null) => true,
-            (ValueRef::Fixed(p), Value::Fixed(b)) => {
-                let stored = std::slice::from_raw_parts(p, width);
-                stored[..b.len()] == *b && stored[b.len()..].iter().all(|&x| x == 0)
-            }
-            (ValueRef::Inline(p), Value::Inline(b)) => {
-                let stored = std::slice::from_raw_parts(p, anker_engine::table::VAR_SLOT);
-                stored[..b.len()] == *b && stored[b.len()..].iter().all(|&x| x == 0)
-            }
-            (ValueRef::Blob(p, n), Value::Blob(b)) => std::slice::from_raw_parts(p, n as usize) == b,
-            _ => false,
-        };
-        if !same {
+        if i >= new.len() || column_changed(table, row, i, &new[i]) {
             return true;
         }
     }
@@ -530,15 +535,12 @@ unsafe fn changes_any(table: &Table, row: u64, new: &[Value], attrs: *mut pg_sys
 /// Columns whose stored value differs from the new one (0-based), with the
 /// new values.
 unsafe fn changed_columns<'a>(table: &Table, row: u64, new: &[Value<'a>]) -> Vec<(usize, Value<'a>)> {
-    let mut out = vec![];
-    for (i, v) in new.iter().enumerate() {
-        let one = pg_sys::bms_make_singleton(i as i32 + 1 - pg_sys::FirstLowInvalidHeapAttributeNumber);
-        if changes_any(table, row, new, one) {
-            out.push((i, *v));
-        }
-        pg_sys::bms_free(one);
-    }
-    out
+    new.iter().enumerate().filter(|(i, v)| column_changed(table, row, *i, v)).map(|(i, v)| (i, *v)).collect()
+}
+
+/// Is attribute `i` (0-based) in `attrs` (offset as in [`changes_any`])?
+unsafe fn attr_in(i: usize, attrs: *mut pg_sys::Bitmapset) -> bool {
+    pg_sys::bms_is_member(i as i32 + 1 - pg_sys::FirstLowInvalidHeapAttributeNumber, attrs)
 }
 
 /// Prune the chain of `row` down to what running snapshots may need.
@@ -597,9 +599,10 @@ pub unsafe extern "C-unwind" fn tuple_update(
             Ok(h) => h,
             Err(r) => return r,
         };
-        if in_place_allowed && !changes_any(table, row, &new_values, indexed) {
+        // One comparison per column, now that the row is ours.
+        let changes = changed_columns(table, row, &new_values);
+        if in_place_allowed && !changes.iter().any(|&(i, _)| attr_in(i, indexed)) {
             // No indexed column changes: update in place, same row id.
-            let changes = changed_columns(table, row, &new_values);
             let vals: Vec<Value> = changes.iter().map(|(_, v)| *v).collect();
             let mut blobs = vec![];
             table.prepare_blobs(arena, &vals, &mut blobs).or_raise();
@@ -608,7 +611,11 @@ pub unsafe extern "C-unwind" fn tuple_update(
                 continue;
             }
             crate::undo::remember(table, row, xid);
-            prune(rel, table, row);
+            if h.chain != 0 {
+                // Older records may have become garbage (the one just
+                // written never is).
+                prune(rel, table, row);
+            }
             (*slot).tts_tableOid = (*rel).rd_id;
             row_to_tid(row, &mut (*slot).tts_tid);
             *update_indexes = false;

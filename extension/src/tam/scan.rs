@@ -48,20 +48,42 @@ pub struct Reader {
 impl Reader {
     /// A reader for `table` (the storage of `rel`) in CurrentMemoryContext.
     pub unsafe fn new(rel: pg_sys::Relation, table: &Table) -> Reader {
+        let natts = (*(*rel).rd_att).natts as usize;
+        Reader::new_in(rel, table, pg_sys::palloc(Reader::scratch_bytes(natts)) as *mut u8)
+    }
+
+    /// Bytes of scratch memory a reader of a relation with `natts`
+    /// attributes needs (its flags, column caches and row buffer).
+    pub fn scratch_bytes(natts: usize) -> usize {
+        let n = natts.max(1);
+        Self::cols_at(n) + n * std::mem::size_of::<ColCache>() + n * BUF_PER_ATT
+    }
+
+    /// Offset of the column caches in the scratch memory (after the flags).
+    fn cols_at(n: usize) -> usize {
+        n.next_multiple_of(std::mem::align_of::<ColCache>())
+    }
+
+    /// A reader whose arrays live in `scratch` (at least
+    /// [`scratch_bytes`](Self::scratch_bytes), MAXALIGNed, owned by the
+    /// reader until it is dropped or re-made).
+    pub unsafe fn new_in(rel: pg_sys::Relation, table: &Table, scratch: *mut u8) -> Reader {
         let arena = shmem::arena();
-        let desc = (*rel).rd_att;
-        let atts = datum::attrs(desc);
+        let atts = datum::attrs((*rel).rd_att);
         let natts = atts.len();
-        let needed = pg_sys::palloc0(natts.max(1)) as *mut bool;
-        let cols = pg_sys::palloc0(natts.max(1) * std::mem::size_of::<ColCache>()) as *mut ColCache;
+        let n = natts.max(1);
+        let needed = scratch as *mut bool;
+        let cols = scratch.add(Self::cols_at(n)) as *mut ColCache;
+        let buf = (cols as *mut u8).add(n * std::mem::size_of::<ColCache>());
         for (i, att) in atts.iter().enumerate() {
             let usable = !att.attisdropped && i < table.ncols();
             *needed.add(i) = usable;
             if usable {
                 std::ptr::write(cols.add(i), table.col_cache(arena, i));
+            } else {
+                std::ptr::write_bytes(cols.add(i), 0, 1);
             }
         }
-        let buf = pg_sys::palloc0(natts.max(1) * BUF_PER_ATT) as *mut u8;
         let mut r = Reader { cur: Cursor::NEW, last: None, last_depth: 0, natts, needed, cols, buf };
         r.reset(table);
         r
@@ -812,7 +834,8 @@ pub unsafe extern "C-unwind" fn tuple_fetch_row_version(
 }
 
 /// Read one row into a slot that outlives our scratch memory: the slot is
-/// materialised (it owns copies of all values).
+/// materialised (it owns copies of all values). Uses the relation's cached
+/// reader (UPDATE and DELETE fetch every row they change this way).
 pub unsafe fn fetch_into(
     rel: pg_sys::Relation,
     table: &Table,
@@ -820,15 +843,11 @@ pub unsafe fn fetch_into(
     vis: &Visibility,
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    let cx = pg_sys::AllocSetContextCreateInternal(pg_sys::CurrentMemoryContext, c"anker fetch".as_ptr(), 0, 1024, 8 * 1024 * 1024);
-    let old = pg_sys::MemoryContextSwitchTo(cx);
-    let mut reader = Reader::new(rel, table);
+    let reader = crate::storage::fetch_reader(rel, table);
     let found = reader.read(rel, table, row, vis, slot);
-    pg_sys::MemoryContextSwitchTo(old);
     if found {
         pg_sys::ExecMaterializeSlot(slot);
     }
-    pg_sys::MemoryContextDelete(cx);
     found
 }
 
