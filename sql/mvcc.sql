@@ -152,6 +152,17 @@ SELECT count(*), min(id), max(id) FROM r WHERE id > 0;
 RESET enable_seqscan;
 RESET enable_bitmapscan;
 
-DROP TABLE mv, quiet, q, r;
+-- dead-tuple statistics (what autovacuum acts on): an in-place update
+-- leaves an undo record, not a dead row; records count as dead until pruned
+CREATE TABLE st (id int PRIMARY KEY, v int) USING anker;
+INSERT INTO st SELECT g, 0 FROM generate_series(1, 100) g;
+UPDATE st SET v = 1;
+UPDATE st SET v = 2;                  -- prunes the records the first one left
+SELECT pg_stat_force_next_flush();
+SELECT n_tup_upd, n_tup_hot_upd, n_dead_tup FROM pg_stat_user_tables WHERE relname = 'st';
+VACUUM st;
+SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'st';
+
+DROP TABLE mv, quiet, q, r, st;
 DROP PROCEDURE hammer;
 DROP FUNCTION counter;

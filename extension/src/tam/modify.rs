@@ -544,6 +544,12 @@ unsafe fn attr_in(i: usize, attrs: *mut pg_sys::Bitmapset) -> bool {
 }
 
 /// Prune the chain of `row` down to what running snapshots may need.
+///
+/// Statistics: PostgreSQL counts every update as one dead tuple, which for
+/// an in-place update is the undo record it leaves; the records pruned here
+/// are taken off again, as heap's page pruning does for the HOT tuples it
+/// removes. Without that, `n_dead_tup` grew with every in-place update and
+/// autovacuum kept scanning tables that had nothing left to reclaim.
 unsafe fn prune(rel: pg_sys::Relation, table: &Table, row: u64) {
     let vistest = pg_sys::GlobalVisTestFor(rel);
     let _epoch = shmem::enter_epoch();
@@ -552,7 +558,10 @@ unsafe fn prune(rel: pg_sys::Relation, table: &Table, row: u64) {
     let removable = |xid: u32| {
         pg_sys::GlobalVisTestIsRemovableXid(vistest, xid.into()) && pg_sys::TransactionIdDidCommit(xid.into())
     };
-    table.prune_chain(shmem::arena(), row, &removable);
+    let pruned = table.prune_chain(shmem::arena(), row, &removable);
+    if pruned > 0 {
+        pg_sys::pgstat_update_heap_dead_tuples(rel, pruned.min(i32::MAX as usize) as i32);
+    }
 }
 
 #[pg_guard]

@@ -115,6 +115,9 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
     // The oldest xid left in the table bounds relfrozenxid.
     let mut oldest_left = oldest_xmin;
     let mut chains_pruned = 0usize;
+    // Versions some snapshot still needs: dead tuples for the statistics
+    // (as heap's recently dead HOT tuples), so autovacuum comes back for them.
+    let mut records_kept = 0f64;
     for row in 0..nrows {
         if row % 4096 == 0 {
             pg_sys::vacuum_delay_point();
@@ -141,6 +144,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
             let mut cur = h.chain;
             while cur != 0 {
                 let rec = table.undo_rec(arena, cur);
+                records_kept += 1.0;
                 for x in [rec.xmin, rec.superseded_by] {
                     if x >= FIRST_NORMAL_XID && precedes(x, oldest_left) {
                         oldest_left = x;
@@ -246,7 +250,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         std::ptr::null_mut(),
         false,
     );
-    pg_sys::pgstat_report_vacuum((*rel).rd_id, (*(*rel).rd_rel).relisshared, live as i64, recently_dead as i64);
+    pg_sys::pgstat_report_vacuum((*rel).rd_id, (*(*rel).rd_rel).relisshared, live as i64, (recently_dead + records_kept) as i64);
     pgrx::debug1!("anker: vacuumed {} dead rows, pruned {} version records", dead.len(), chains_pruned);
 }
 
