@@ -56,6 +56,7 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
     if row >= table.nrows() {
         return false;
     }
+    f.reader.prefetch(table, row);
     if f.reader.read(f.base.rel, table, row, &Visibility::new(snapshot), slot) {
         return true;
     }

@@ -171,6 +171,24 @@ impl Reader {
         }
     }
 
+    /// Start loading `row`'s stamp and the values the reader fills, before
+    /// [`read`](Self::read) needs them (random single-row access: index
+    /// fetches, fetches by TID).
+    #[inline]
+    pub fn prefetch(&mut self, table: &Table, row: u64) {
+        let arena = shmem::arena();
+        for i in 0..self.natts {
+            // SAFETY: needed and cols have natts entries; a needed column's
+            // cache is set up.
+            unsafe {
+                if *self.needed.add(i) {
+                    table.cursor_prefetch(arena, &mut *self.cols.add(i), row);
+                }
+            }
+        }
+        table.cursor_prefetch_stamp(arena, &mut self.cur, row);
+    }
+
     /// Store `row` of a block its summary vouches for: its newest version
     /// committed before the snapshot, never deleted. No visibility checks; false
     /// when a writer touched the block meanwhile (the caller then reads
@@ -844,6 +862,7 @@ pub unsafe fn fetch_into(
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
     let reader = crate::storage::fetch_reader(rel, table);
+    reader.prefetch(table, row);
     let found = reader.read(rel, table, row, vis, slot);
     if found {
         pg_sys::ExecMaterializeSlot(slot);
