@@ -152,12 +152,20 @@ SELECT count(*), min(id), max(id) FROM r WHERE id > 0;
 RESET enable_seqscan;
 RESET enable_bitmapscan;
 
--- dead-tuple statistics (what autovacuum acts on): an in-place update
--- leaves an undo record, not a dead row; records count as dead until pruned
+-- committed in-place updates: the backend's next writes collect the undo
+-- records once no snapshot needs them; the statistics autovacuum acts on
+-- count no dead tuple for them
 CREATE TABLE st (id int PRIMARY KEY, v int) USING anker;
 INSERT INTO st SELECT g, 0 FROM generate_series(1, 100) g;
 UPDATE st SET v = 1;
-UPDATE st SET v = 2;                  -- prunes the records the first one left
+SELECT counter('undo_records_pruned') AS gc0 \gset
+UPDATE st SET v = 2;
+SELECT counter('undo_records_pruned') - :gc0 >= 100 AS first_records_collected;
+-- ... also when the rows are not written again: writes to another table
+UPDATE st SET v = 3;
+SELECT counter('undo_records_pruned') AS gc1 \gset
+INSERT INTO q SELECT g, g FROM generate_series(1001, 1010) g;
+SELECT counter('undo_records_pruned') - :gc1 >= 100 AS collected_by_other_writes;
 SELECT pg_stat_force_next_flush();
 SELECT n_tup_upd, n_tup_hot_upd, n_dead_tup FROM pg_stat_user_tables WHERE relname = 'st';
 VACUUM st;

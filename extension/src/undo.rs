@@ -1,4 +1,5 @@
-//! Eager undo of in-place updates when a transaction or savepoint aborts.
+//! Eager undo of in-place updates when a transaction or savepoint aborts,
+//! and eager garbage collection of their versions after commit.
 //!
 //! Each backend remembers the rows it updated in place, with the xid that
 //! did it (a subtransaction's own xid). On abort the before-images go back
@@ -7,6 +8,15 @@
 //! VACUUM repair what is left over, so the list may stop growing: past
 //! [`MAX_REMEMBERED`] rows, the rest is repaired lazily. After PREPARE the
 //! list is dropped: a later ROLLBACK PREPARED leaves repair to others.
+//!
+//! On commit the rows move to a queue. Once no snapshot can need the
+//! versions an update left behind (its xid is older than every snapshot,
+//! `GlobalVisTestIsRemovableXid`), the backend's next writes prune those
+//! rows' chains ([`collect_garbage`]), as HyPer collects a committed
+//! transaction's version records. Without it, a row kept its last record
+//! until it was updated again or VACUUMed: most rows of an OLTP table then
+//! carried a chain, and every scan of them read the link and paid for it.
+//! Past [`MAX_COMMITTED`] queued rows, the rest is left to those paths.
 
 use crate::shmem;
 use crate::xact_list::XactList;
@@ -15,6 +25,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 const MAX_REMEMBERED: usize = 1 << 20;
+const MAX_COMMITTED: usize = 1 << 16;
 
 #[derive(Clone, Copy)]
 struct Entry {
@@ -24,10 +35,49 @@ struct Entry {
 }
 
 static mut LIST: XactList<Entry> = XactList::new();
+/// Rows of committed in-place updates, oldest first (this backend's
+/// commits are in xid-completion order, which is all the queue needs: it
+/// stops at the first entry not yet collectable).
+static mut COMMITTED: std::collections::VecDeque<Entry> = std::collections::VecDeque::new();
 
 fn list() -> &'static mut XactList<Entry> {
     // SAFETY: backends are single-threaded; only this module touches it.
     unsafe { &mut *(&raw mut LIST) }
+}
+
+fn committed() -> &'static mut std::collections::VecDeque<Entry> {
+    // SAFETY: as for `list`.
+    unsafe { &mut *(&raw mut COMMITTED) }
+}
+
+/// Prune the chains of up to `budget` queued rows whose updates no snapshot
+/// can see past any more. Called by writers, inside a transaction.
+pub fn collect_garbage(budget: usize) {
+    let q = committed();
+    if q.is_empty() {
+        return;
+    }
+    let arena = shmem::arena();
+    let dir = shmem::directory();
+    // SAFETY: inside a transaction that took a snapshot (a writer's). The
+    // shared-relation horizon is the most conservative one: it holds for
+    // rows of any table.
+    let vistest = unsafe { pg_sys::GlobalVisTestFor(std::ptr::null_mut()) };
+    // SAFETY: plain horizon and clog lookups.
+    let removable =
+        |xid: u32| unsafe { pg_sys::GlobalVisTestIsRemovableXid(vistest, xid.into()) && pg_sys::TransactionIdDidCommit(xid.into()) };
+    for _ in 0..budget {
+        let Some(e) = q.front().copied() else { break };
+        // SAFETY: as above.
+        if !unsafe { pg_sys::GlobalVisTestIsRemovableXid(vistest, e.xid.into()) } {
+            break;
+        }
+        q.pop_front();
+        if let Some(t) = dir.lookup(arena, &e.key) {
+            let _epoch = shmem::enter_epoch();
+            t.prune_chain(arena, e.row, &removable);
+        }
+    }
 }
 
 /// Remember an in-place update of `row` by `xid`.
@@ -66,7 +116,12 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
             shmem::reset_epoch();
             undo(&list().take_all());
         }
-        XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT | XACT_EVENT_PREPARE => list().clear(),
+        XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => {
+            let q = committed();
+            let room = MAX_COMMITTED.saturating_sub(q.len());
+            q.extend(list().take_all().into_iter().take(room));
+        }
+        XACT_EVENT_PREPARE => list().clear(),
         _ => {}
     }
 }

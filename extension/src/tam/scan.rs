@@ -1,7 +1,7 @@
 //! Reading rows: sequential, TID-range, bitmap, sample and ANALYZE scans,
 //! parallel scans, and single-row fetches by TID.
 //!
-//! All of them funnel into [`read_row`], which finds the row version visible
+//! All of them funnel into [`Reader::read`], which finds the row version visible
 //! to a snapshot and stores the requested attributes in a virtual slot.
 
 use super::{blocks_for_rows, row_to_tid, tid_to_row, ROWS_PER_BLOCK};
@@ -140,8 +140,12 @@ impl Reader {
             self.last = None;
             let Some(h) = table.cursor_header(arena, &mut self.cur, row) else { return false };
             self.last = Some(RowHeader { flags: h.flags, ..h });
-            // Undo records may be retired while we walk them.
-            let _epoch = (h.chain != 0).then(shmem::enter_epoch);
+            // Undo records may be retired while we walk them. Not those a
+            // column snapshot's frozen headers lead to: records retired
+            // after a snapshot was taken are kept until it is released
+            // (`Table::reclaim_retired`), so snapshot scans skip the
+            // per-row epoch (most rows of an updated table keep a chain).
+            let _epoch = (h.chain != 0 && !self.cur.is_frozen()).then(shmem::enter_epoch);
             let mut hints = 0;
             let seen = vis.version(table, &h, &mut hints);
             if hints != 0 {
