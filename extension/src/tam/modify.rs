@@ -550,7 +550,6 @@ unsafe fn attr_in(i: usize, attrs: *mut pg_sys::Bitmapset) -> bool {
 }
 
 /// Prune the chain of `row` down to what running snapshots may need.
-///
 unsafe fn prune(rel: pg_sys::Relation, table: &Table, row: u64) {
     let vistest = pg_sys::GlobalVisTestFor(rel);
     let _epoch = shmem::enter_epoch();
