@@ -80,6 +80,9 @@ SELECT agg_same(q) FROM (VALUES
   ('SELECT count(*), count(k), count(n), sum(i2), sum(i4), sum(i8), avg(i2), avg(i4), avg(i8), sum(n), avg(n) FROM TBL'),
   ('SELECT g, count(*), sum(i4), avg(i4), sum(n), avg(n) FROM TBL GROUP BY g'),
   ('SELECT k, b, count(*), sum(i8), avg(i8), avg(i2) FROM TBL GROUP BY k, b'),
+  -- keys from -150 to 149, and up to 50,000: groups found by direct index and hashed
+  ('SELECT i2, count(*), sum(i4), avg(i4), sum(n), avg(n) FROM TBL GROUP BY i2'),
+  ('SELECT i4, count(*), avg(i8) FROM TBL GROUP BY i4'),
   ('SELECT d, ts, g, b, count(i4), sum(n) FROM TBL GROUP BY d, ts, g, b'),
   ('SELECT k, sum(n) / count(*) AS ratio, count(*) + 1 AS more FROM TBL GROUP BY k'),
   ('SELECT count(*), sum(n), avg(i4) FROM TBL WHERE i4 > 0 AND n < 100'),
@@ -95,6 +98,7 @@ SELECT agg_same(q) FROM (VALUES
   ('SELECT d.region, count(*) FROM DIM d JOIN TBL f ON f.k = d.id WHERE d.id > 100 GROUP BY d.region'),
   ('SELECT count(*), sum(f.n) FROM DIM d JOIN TBL f ON f.k = d.id WHERE d.id > 100')) AS v(q), generate_series(1, 2) AS pass(i);
 SELECT plan_of('SELECT g, avg(n) FROM agg_a GROUP BY g');
+SELECT plan_of('SELECT i4, count(*), avg(i8) FROM agg_a GROUP BY i4');
 -- comparisons of integer-like columns with constants are evaluated in the
 -- node, so clean blocks still skip slots; other clauses need slots
 SELECT plan_of('SELECT count(*) FROM agg_a WHERE i4 > 0 AND ts < ''2020-01-01 02:00''');

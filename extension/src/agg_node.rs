@@ -38,7 +38,7 @@
 use crate::datum;
 use crate::scan_node::{explain_columns, is_anker_rte, list_cells, new_scan_state, recheck, SnapChoice};
 use crate::tam::scan::{self, Reader, RowSink};
-use anker_engine::agg::{parse_numeric, AggFn, Groups, Key, Numeric, Output, MAX_KEYS};
+use anker_engine::agg::{parse_numeric, AccKind, AggFn, Groups, Key, Numeric, Output, MAX_KEYS};
 use anker_engine::table::{Table, ValueRef};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -596,7 +596,7 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
 }
 
 /// How an aggregate reads its input.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Input {
     Rows,
     NotNull(usize),
@@ -610,6 +610,7 @@ struct Aggregator {
     groups: Groups,
     /// Grouping attributes (0-based) and widths.
     keys: Vec<(usize, usize)>,
+    /// The input of each accumulator of a group.
     inputs: Vec<Input>,
     /// WHERE clauses evaluated natively, and the rest (or null).
     preds: Vec<Pred>,
@@ -949,22 +950,33 @@ unsafe fn aggregate(s: *mut State) {
             code => Out::Agg(AGG_FNS[code as usize - 1], p[1].int_value as i16),
         })
         .collect();
-    let mut funcs = vec![];
-    let mut inputs = vec![];
+    // Each aggregate and its accumulator; aggregates of one input with
+    // the same kind of state share one (sum(x) and avg(x) in CH-Q1).
+    let mut funcs: Vec<(AggFn, usize)> = vec![];
+    let mut inputs: Vec<Input> = vec![];
+    let mut kinds: Vec<AccKind> = vec![];
     for out in &outs {
         if let Out::Agg(f, attno) = *out {
             let att = (attno.max(1) - 1) as usize;
-            funcs.push(f);
-            inputs.push(match f {
+            let input = match f {
                 AggFn::CountRows => Input::Rows,
                 AggFn::CountValues => Input::NotNull(att),
                 _ if f.takes_numeric() => Input::Numeric(att),
                 _ => Input::Int(att, width(att)),
-            });
+            };
+            let acc = match (0..inputs.len()).find(|&a| inputs[a] == input && kinds[a] == f.acc_kind()) {
+                Some(a) => a,
+                None => {
+                    inputs.push(input);
+                    kinds.push(f.acc_kind());
+                    inputs.len() - 1
+                }
+            };
+            funcs.push((f, acc));
         }
     }
     let mut agg = Aggregator {
-        groups: Groups::new(&funcs, !keys.is_empty()),
+        groups: Groups::new(&kinds, !keys.is_empty()),
         keys,
         inputs,
         preds: split_quals(private_list(cscan, P_QUALS)).0,
@@ -992,7 +1004,7 @@ unsafe fn aggregate(s: *mut State) {
         agg.groups
     } else {
         let child = list_cells((*node).custom_ps)[0].ptr_value as *mut pg_sys::PlanState;
-        join_groups(child, &agg.groups, &funcs, join[1], &key_list)
+        join_groups(child, &agg.groups, &kinds, join[1], &key_list)
     };
 
     // Results, in the query's memory: they outlive this call.
@@ -1012,8 +1024,9 @@ unsafe fn aggregate(s: *mut State) {
                     (key.nulls & (1 << k) == 0).then(|| pg_sys::Datum::from(key.values[k] as usize))
                 }
                 Out::Agg(..) => {
+                    let (f, acc) = funcs[a];
                     a += 1;
-                    to_datum(groups.output(g, a - 1))
+                    to_datum(groups.output(g, acc, f))
                 }
             };
             match d {
@@ -1037,11 +1050,11 @@ unsafe fn aggregate(s: *mut State) {
 unsafe fn join_groups(
     child: *mut pg_sys::PlanState,
     fact: &Groups,
-    funcs: &[AggFn],
+    kinds: &[AccKind],
     join_pos: i32,
     key_positions: &[i32],
 ) -> Groups {
-    let mut out = Groups::new(funcs, !key_positions.is_empty());
+    let mut out = Groups::new(kinds, !key_positions.is_empty());
     let last = key_positions.iter().copied().chain([join_pos]).max().unwrap_or(join_pos);
     let mut rows = 0u64;
     loop {
