@@ -527,10 +527,12 @@ struct State {
     nout: usize,
     ngroups: usize,
     next: usize,
-    /// For EXPLAIN ANALYZE: rows aggregated, and how many of them came
-    /// straight from clean blocks.
+    /// For EXPLAIN ANALYZE: rows aggregated, how many of them came
+    /// straight from clean blocks, and how many were checked one by one
+    /// and read from the column pages without a slot.
     rows: u64,
     rows_clean: u64,
+    rows_checked: u64,
 }
 
 /// Positions in the plan's `custom_private` (see [`plan_path`]).
@@ -618,6 +620,7 @@ struct Aggregator {
     econtext: *mut pg_sys::ExprContext,
     rows: u64,
     rows_clean: u64,
+    rows_checked: u64,
     /// Rows the quals were evaluated on.
     evaluated: u64,
 }
@@ -766,19 +769,34 @@ impl Aggregator {
     }
 }
 
+impl Aggregator {
+    /// Add the rows `rows` that pass the WHERE clauses, read from column pages.
+    #[inline]
+    fn add_pages(&mut self, r: &mut Reader, t: &Table, rows: std::ops::Range<u64>) {
+        for row in rows {
+            let mut v = PageRow { reader: &mut *r, table: t, row };
+            if self.passes_preds(&mut v) {
+                self.add(&mut v);
+            }
+        }
+    }
+}
+
 impl RowSink for Aggregator {
     fn takes_blocks(&self) -> bool {
         self.qual.is_null()
     }
 
     fn clean(&mut self, r: &mut Reader, t: &Table, rows: std::ops::Range<u64>) {
-        for row in rows {
-            let mut v = PageRow { reader: &mut *r, table: t, row };
-            if self.passes_preds(&mut v) {
-                self.rows_clean += 1;
-                self.add(&mut v);
-            }
-        }
+        let before = self.rows;
+        self.add_pages(r, t, rows);
+        self.rows_clean += self.rows - before;
+    }
+
+    fn checked(&mut self, r: &mut Reader, t: &Table, rows: std::ops::Range<u64>) {
+        let before = self.rows;
+        self.add_pages(r, t, rows);
+        self.rows_checked += self.rows - before;
     }
 
     fn row(&mut self, slot: *mut pg_sys::TupleTableSlot) {
@@ -984,6 +1002,7 @@ unsafe fn aggregate(s: *mut State) {
         econtext: (*node).ss.ps.ps_ExprContext,
         rows: 0,
         rows_clean: 0,
+        rows_checked: 0,
         evaluated: 0,
     };
 
@@ -1000,6 +1019,7 @@ unsafe fn aggregate(s: *mut State) {
     scan::scan_end(sd);
     (*s).rows = agg.rows;
     (*s).rows_clean = agg.rows_clean;
+    (*s).rows_checked = agg.rows_checked;
     let groups = if join.is_empty() {
         agg.groups
     } else {
@@ -1187,5 +1207,6 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, _ancesto
     if (*es).analyze && (*s).done {
         pg_sys::ExplainPropertyInteger(c"Rows Aggregated".as_ptr(), std::ptr::null(), (*s).rows as i64, es);
         pg_sys::ExplainPropertyInteger(c"Rows From Clean Blocks".as_ptr(), std::ptr::null(), (*s).rows_clean as i64, es);
+        pg_sys::ExplainPropertyInteger(c"Rows Checked Without Slot".as_ptr(), std::ptr::null(), (*s).rows_checked as i64, es);
     }
 }

@@ -139,33 +139,15 @@ impl Reader {
         loop {
             self.last = None;
             let Some(h) = table.cursor_header(arena, &mut self.cur, row) else { return false };
-            self.last = Some(RowHeader { flags: h.flags, ..h });
             // Undo records may be retired while we walk them. Not those a
             // column snapshot's frozen headers lead to: records retired
             // after a snapshot was taken are kept until it is released
             // (`Table::reclaim_retired`), so snapshot scans skip the
             // per-row epoch (most rows of an updated table keep a chain).
             let _epoch = (h.chain != 0 && !self.cur.is_frozen()).then(shmem::enter_epoch);
-            let mut hints = 0;
-            let seen = vis.version(table, &h, &mut hints);
-            if hints != 0 {
-                table.set_hint(arena, row, &h, hints);
-                if let Some(l) = self.last.as_mut() {
-                    l.flags |= hints;
-                }
-            }
-            if vis.serializable {
-                super::modify::conflict_out(rel, &h, seen == Seen::Live, vis.snapshot());
-            }
-            self.last_depth = if let Seen::Older(k) = seen { k } else { 0 };
-            match seen {
-                Seen::None => return false,
-                Seen::Live => self.fill(rel, table, row, slot, Some(&h)),
-                Seen::Older(k) => {
-                    arena.count(stats::CHAIN_WALKS, 1);
-                    self.fill(rel, table, row, slot, Some(&h));
-                    self.apply_older(table, slot, &h, k);
-                }
+            let seen = self.judge(rel, table, row, &h, vis);
+            if !self.materialize(rel, table, row, &h, seen, slot) {
+                return false;
             }
             let cols = std::slice::from_raw_parts_mut(self.cols, self.natts);
             if table.cursor_unchanged(arena, &mut self.cur, cols, row, &h) {
@@ -173,6 +155,53 @@ impl Reader {
             }
             // A writer changed the row while we copied it: read it again.
         }
+    }
+
+    /// Which version of the row with header `h` does `vis` see? Records
+    /// the header in [`last`](Self::last) and the depth in
+    /// [`last_depth`](Self::last_depth), stores hint bits learnt on the way
+    /// and, for SERIALIZABLE readers, reports the read. Walking the chain
+    /// needs a reclamation epoch unless the reader is frozen.
+    #[inline]
+    unsafe fn judge(&mut self, rel: pg_sys::Relation, table: &Table, row: u64, h: &RowHeader, vis: &Visibility) -> Seen {
+        self.last = Some(RowHeader { flags: h.flags, ..*h });
+        let mut hints = 0;
+        let seen = vis.version(table, h, &mut hints);
+        if hints != 0 {
+            table.set_hint(shmem::arena(), row, h, hints);
+            if let Some(l) = self.last.as_mut() {
+                l.flags |= hints;
+            }
+        }
+        if vis.serializable {
+            super::modify::conflict_out(rel, h, seen == Seen::Live, vis.snapshot());
+        }
+        self.last_depth = if let Seen::Older(k) = seen { k } else { 0 };
+        seen
+    }
+
+    /// Store version `seen` of `row` (header `h`) in `slot`; false if the
+    /// snapshot sees no version.
+    #[inline]
+    unsafe fn materialize(
+        &mut self,
+        rel: pg_sys::Relation,
+        table: &Table,
+        row: u64,
+        h: &RowHeader,
+        seen: Seen,
+        slot: *mut pg_sys::TupleTableSlot,
+    ) -> bool {
+        match seen {
+            Seen::None => return false,
+            Seen::Live => self.fill(rel, table, row, slot, Some(h)),
+            Seen::Older(k) => {
+                shmem::arena().count(stats::CHAIN_WALKS, 1);
+                self.fill(rel, table, row, slot, Some(h));
+                self.apply_older(table, slot, h, k);
+            }
+        }
+        true
     }
 
     /// Start loading `row`'s stamp and the values the reader fills, before
@@ -390,6 +419,9 @@ pub struct ScanDesc {
     /// Rows of the current block a snapshot gave without a chain walk
     /// although the live row changed since.
     blk_avoided: u64,
+    /// Writers had touched the current block since the snapshot when the
+    /// scan entered it (only then are avoided chain walks counted).
+    blk_moved: bool,
     /// The column snapshot this scan reads (0: the live columns), held.
     pub snap: Off,
 }
@@ -457,6 +489,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
             blk_rows: 0,
             blk_max_xmin: 0,
             blk_avoided: 0,
+            blk_moved: false,
             snap: 0,
         },
     );
@@ -615,6 +648,10 @@ pub trait RowSink {
     fn takes_blocks(&self) -> bool;
     /// Rows `rows`, all visible, to be read with [`Reader::value`].
     fn clean(&mut self, reader: &mut Reader, table: &Table, rows: std::ops::Range<u64>);
+    /// Rows `rows` of a block that is not clean, each checked and found
+    /// visible at the version the frozen columns hold, to be read with
+    /// [`Reader::value`].
+    fn checked(&mut self, reader: &mut Reader, table: &Table, rows: std::ops::Range<u64>);
     /// One visible row, in `slot`.
     fn row(&mut self, slot: *mut pg_sys::TupleTableSlot);
 }
@@ -622,9 +659,12 @@ pub trait RowSink {
 /// Read every row of a forward scan for a consumer that works without
 /// slots where it can: the rows of each block whose summary vouches for all
 /// of them (newest versions committed before the snapshot, undeleted), in a
-/// frozen column snapshot, go to `sink.clean` as a range; every other
-/// visible row is read into `slot` and given to `sink.row`. On live
-/// columns, or when the sink takes no blocks, every row goes to `sink.row`.
+/// frozen column snapshot, go to `sink.clean` as a range. In the other
+/// blocks each row's header is checked; runs of rows whose frozen version
+/// is the visible one go to `sink.checked`, and only rows the snapshot sees
+/// at an older version are read into `slot` and given to `sink.row`. On
+/// live columns, or when the sink takes no blocks, every row goes to
+/// `sink.row`.
 pub unsafe fn scan_rows(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTableSlot, sink: &mut dyn RowSink) {
     let d = desc(scan);
     let by_blocks = d.parallel.is_null()
@@ -651,11 +691,26 @@ pub unsafe fn scan_rows(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTab
         if d.blk_fast {
             sink.clean(&mut d.reader, table, lo..hi);
         } else {
+            // Rows run..row are visible at their frozen version, not yet handed out.
+            let mut run = lo;
             for row in lo..hi {
                 d.cur = row as i64;
-                if d.read_in_block(row, slot) {
-                    sink.row(slot);
+                let judged = d.check_in_block(row);
+                if matches!(judged, Some((_, Seen::Live))) {
+                    continue;
                 }
+                if run < row {
+                    sink.checked(&mut d.reader, table, run..row);
+                }
+                run = row + 1;
+                if let Some((h, seen)) = judged {
+                    if d.reader.materialize(d.base.rs_rd, table, row, &h, seen, slot) {
+                        sink.row(slot);
+                    }
+                }
+            }
+            if run < hi {
+                sink.checked(&mut d.reader, table, run..hi);
             }
         }
         d.finish_block();
@@ -677,6 +732,28 @@ impl ScanDesc {
         found
     }
 
+    /// Judge `row` of the current block of a frozen reader from its header
+    /// alone, accounting for it as [`read_in_block`](Self::read_in_block)
+    /// does. None for a row id past the stored rows (a visible row needs
+    /// [`Reader::materialize`] or [`Reader::value`] after this).
+    #[inline]
+    unsafe fn check_in_block(&mut self, row: u64) -> Option<(RowHeader, Seen)> {
+        debug_assert!(self.reader.is_frozen(), "frozen pages need no reclamation epoch and never change");
+        let table = &*self.table;
+        let vis = self.vis.as_ref().expect("scan has a snapshot");
+        self.reader.last = None;
+        let Some(h) = table.cursor_header(shmem::arena(), &mut self.reader.cur, row) else {
+            self.track(row);
+            return None;
+        };
+        let seen = self.reader.judge(self.base.rs_rd, table, row, &h, vis);
+        self.track(row);
+        if seen == Seen::Live && self.snap != 0 {
+            self.note_avoided(row);
+        }
+        Some((h, seen))
+    }
+
     unsafe fn start_block(&mut self, block: u64) {
         let arena = shmem::arena();
         let table = &*self.table;
@@ -684,6 +761,7 @@ impl ScanDesc {
         self.blk = block;
         self.blk_word = self.reader.summary(table, block);
         self.blk_avoided = 0;
+        self.blk_moved = self.snap != 0 && table.block_summary(arena, block) != self.blk_word;
         self.blk_fast = summary_clean(self.blk_word).is_some_and(|mx| vis.committed_before_snapshot(mx));
         // Only a block we see from its first row can be found clean.
         self.blk_clean = !self.blk_fast && (self.cur < 0 || block << SUMMARY_ROWS_SHIFT == self.next_row_hint());
@@ -742,14 +820,16 @@ impl ScanDesc {
     }
 
     /// A snapshot scan returned `row` at its frozen version: would reading
-    /// the live columns have meant a chain walk? (Counted only in blocks
-    /// writers touched since the snapshot.)
+    /// the live columns have meant a chain walk? Counted only in blocks
+    /// writers had touched since the snapshot when the scan entered them:
+    /// one look at the live summary per block, not per row (a statistic,
+    /// it may miss writes made while the scan is in the block).
     unsafe fn note_avoided(&mut self, row: u64) {
-        let arena = shmem::arena();
-        let table = &*self.table;
-        if table.block_summary(arena, self.blk) == self.blk_word {
+        if !self.blk_moved {
             return;
         }
+        let arena = shmem::arena();
+        let table = &*self.table;
         if let (Some(frozen), Some(live)) = (self.reader.last, table.header(arena, row)) {
             if live.xmin != frozen.xmin || live.xmax != frozen.xmax {
                 self.blk_avoided += 1;
