@@ -376,7 +376,7 @@ cpu_record() {
         busy_children=0
         for p in $(pgrep -P "${pm:-0}" 2>/dev/null); do
             case "$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -d' ' -f1)" in Z) busy_children=1 ;; esac
-            case "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" in "postgres: postgres "*) busy_children=1 ;; esac
+            case "$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline")" in "postgres: postgres "*) busy_children=1 ;; esac
         done
         [ "$busy_children" = 0 ] && break
         sleep 0.1
