@@ -10,8 +10,9 @@
 //! offers a custom path that does the whole grouping in one plan node: it
 //! reads the column snapshot block by block, feeds clean blocks (every row
 //! visible in its newest version) straight from column pages into the engine's
-//! [`Groups`] table, and reads other rows through the ordinary visibility
-//! path. Results equal PostgreSQL's exactly: integer sums are exact, numeric
+//! [`Groups`] table; in other blocks it checks each row's header and reads
+//! the rows visible at their frozen version from the column pages too, and
+//! only rows seen at an older version through a slot. Results equal PostgreSQL's exactly: integer sums are exact, numeric
 //! sums keep every digit, and averages are divided by PostgreSQL's own
 //! `numeric_div`.
 //!
