@@ -164,7 +164,7 @@ impl Reader {
     /// needs a reclamation epoch unless the reader is frozen.
     #[inline]
     unsafe fn judge(&mut self, rel: pg_sys::Relation, table: &Table, row: u64, h: &RowHeader, vis: &Visibility) -> Seen {
-        self.last = Some(RowHeader { flags: h.flags, ..*h });
+        self.last = Some(*h);
         let mut hints = 0;
         let seen = vis.version(table, h, &mut hints);
         if hints != 0 {
@@ -420,7 +420,8 @@ pub struct ScanDesc {
     /// although the live row changed since.
     blk_avoided: u64,
     /// Writers had touched the current block since the snapshot when the
-    /// scan entered it (only then are avoided chain walks counted).
+    /// scan entered it (only then are avoided chain walks counted; never
+    /// for a scan of the live columns).
     blk_moved: bool,
     /// The column snapshot this scan reads (0: the live columns), held.
     pub snap: Off,
@@ -725,11 +726,18 @@ impl ScanDesc {
     #[inline]
     unsafe fn read_in_block(&mut self, row: u64, slot: *mut pg_sys::TupleTableSlot) -> bool {
         let found = self.read(row, slot);
+        self.account(row, found && self.reader.last_depth == 0);
+        found
+    }
+
+    /// Account for `row`, just judged, in the block's cleanliness and, if
+    /// it was returned at its stored version, in the avoided chain walks.
+    #[inline]
+    unsafe fn account(&mut self, row: u64, at_stored_version: bool) {
         self.track(row);
-        if found && self.snap != 0 && self.reader.last_depth == 0 {
+        if at_stored_version {
             self.note_avoided(row);
         }
-        found
     }
 
     /// Judge `row` of the current block of a frozen reader from its header
@@ -743,14 +751,11 @@ impl ScanDesc {
         let vis = self.vis.as_ref().expect("scan has a snapshot");
         self.reader.last = None;
         let Some(h) = table.cursor_header(shmem::arena(), &mut self.reader.cur, row) else {
-            self.track(row);
+            self.account(row, false);
             return None;
         };
         let seen = self.reader.judge(self.base.rs_rd, table, row, &h, vis);
-        self.track(row);
-        if seen == Seen::Live && self.snap != 0 {
-            self.note_avoided(row);
-        }
+        self.account(row, seen == Seen::Live);
         Some((h, seen))
     }
 
