@@ -65,6 +65,21 @@ fn is_1b(p: *const u8) -> bool {
     unsafe { *p & 0x01 == 0x01 }
 }
 
+/// Is this varlena external (a TOAST pointer or an expanded object) or
+/// compressed, so that it must go through `pg_detoast_datum_packed`? The
+/// header tests of `varatt.h` for little-endian machines; plain values
+/// (nearly all of them) skip the guarded call.
+#[inline]
+fn needs_detoast(p: *const u8) -> bool {
+    // SAFETY: p points at a varlena header.
+    let b = unsafe { *p };
+    if is_1b(p) {
+        b == 0x01 // VARATT_IS_1B_E
+    } else {
+        b & 0x03 == 0x02 // VARATT_IS_4B_C
+    }
+}
+
 /// Total size of an in-memory (not external, not compressed) varlena.
 #[inline]
 pub fn varsize_any(p: *const u8) -> usize {
@@ -86,7 +101,9 @@ impl Encoder {
     /// values returned by [`values`](Self::values).
     pub unsafe fn encode(&mut self, desc: pg_sys::TupleDesc, values: &[pg_sys::Datum], nulls: &[bool]) {
         self.encs.clear();
-        for (i, att) in attrs(desc).iter().enumerate() {
+        let atts = attrs(desc);
+        self.encs.reserve(atts.len());
+        for (i, att) in atts.iter().enumerate() {
             if nulls[i] || att.attisdropped {
                 self.encs.push(Enc::Null);
                 continue;
@@ -103,7 +120,10 @@ impl Encoder {
                 Enc::BlobRef(s.as_ptr() as *const u8, s.to_bytes_with_nul().len())
             } else {
                 // Flatten external, compressed and expanded values.
-                let p = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr::<pg_sys::varlena>()) as *const u8;
+                let mut p = d.cast_mut_ptr::<u8>() as *const u8;
+                if needs_detoast(p) {
+                    p = pg_sys::pg_detoast_datum_packed(p as *mut pg_sys::varlena) as *const u8;
+                }
                 let total = varsize_any(p);
                 if is_1b(p) {
                     let payload = total - 1;
@@ -153,8 +173,8 @@ impl Encoder {
 }
 
 /// Turn a stored value into a datum. By-reference bytes in live pages can
-/// change under a reader, so they are copied into `buf` (at least
-/// [`MAX_INLINE_FIXED`] bytes, 8-byte aligned); blobs are immutable and handed
+/// change under a reader, so they are copied into `buf` (8-byte aligned, with
+/// room for a short varlena or the attribute's fixed length); blobs are immutable and handed
 /// out in place.
 ///
 /// # Safety

@@ -104,6 +104,15 @@ pub fn conflict_out(rel: pg_sys::Relation, h: &RowHeader, visible: bool, snapsho
 /// a few per write keeps pace with the updates of OLTP transactions.
 const GARBAGE_PER_WRITE: usize = 16;
 
+/// `slot_getallattrs` without a guarded call when every attribute is
+/// there already (virtual slots, ours).
+unsafe fn getallattrs(slot: *mut pg_sys::TupleTableSlot) {
+    let natts = (*(*slot).tts_tupleDescriptor).natts;
+    if ((*slot).tts_nvalid as i32) < natts {
+        pg_sys::slot_getsomeattrs_int(slot, natts);
+    }
+}
+
 /// Insert `slots` as new rows created by the current command.
 unsafe fn insert_slots(
     rel: pg_sys::Relation,
@@ -119,16 +128,14 @@ unsafe fn insert_slots(
     let desc = (*rel).rd_att;
     let natts = (*desc).natts as usize;
     let xid: u32 = pg_sys::GetCurrentTransactionId().into();
-    let mut encoders: Vec<Encoder> = Vec::with_capacity(slots.len());
-    for &slot in slots {
-        pg_sys::slot_getallattrs(slot);
+    let mut encoders = Encoders::take(slots.len());
+    for (&slot, enc) in slots.iter().zip(encoders.0.iter_mut()) {
+        getallattrs(slot);
         let values = std::slice::from_raw_parts((*slot).tts_values, natts);
         let nulls = std::slice::from_raw_parts((*slot).tts_isnull, natts);
-        let mut enc = Encoder::default();
         enc.encode(desc, values, nulls);
-        encoders.push(enc);
     }
-    let rows: Vec<Vec<_>> = encoders.iter().map(|e| e.values()).collect();
+    let rows: Vec<Vec<_>> = encoders.0[..slots.len()].iter().map(|e| e.values()).collect();
     let mut blobs = Vec::with_capacity(rows.len() * natts);
     for (k, r) in rows.iter().enumerate() {
         if let Err(e) = table.prepare_blobs(arena, r, &mut blobs) {
@@ -518,35 +525,112 @@ unsafe fn column_changed(table: &Table, row: u64, i: usize, new: &Value) -> bool
     !same
 }
 
-/// Does the update change any attribute in `attrs` (a bitmap of attribute
-/// numbers offset by `FirstLowInvalidHeapAttributeNumber`)?
-unsafe fn changes_any(table: &Table, row: u64, new: &[Value], attrs: *mut pg_sys::Bitmapset) -> bool {
-    let mut m = -1;
-    loop {
-        m = pg_sys::bms_next_member(attrs, m);
-        if m < 0 {
-            return false;
+/// Words of a [`Columns`] set: one bit per possible attribute.
+const COLUMN_WORDS: usize = (pg_sys::MaxHeapAttributeNumber as usize).div_ceil(64);
+
+/// A set of columns (0-based attribute numbers). UPDATE tests every
+/// changed column against the relation's indexed columns; a copy of the
+/// relcache's bitmap answers with a shift instead of a guarded call.
+struct Columns([u64; COLUMN_WORDS]);
+
+impl Columns {
+    /// The user columns of a relcache attribute bitmap (members offset by
+    /// `FirstLowInvalidHeapAttributeNumber`; system columns are dropped).
+    unsafe fn from_bitmap(b: *const pg_sys::Bitmapset) -> Columns {
+        let mut set = Columns([0; COLUMN_WORDS]);
+        if b.is_null() {
+            return set;
         }
-        let attno = m + pg_sys::FirstLowInvalidHeapAttributeNumber;
-        if attno <= 0 {
-            continue; // system attributes never change
+        for (w, &word) in (*b).words.as_slice((*b).nwords as usize).iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let member = w as i32 * 64 + bits.trailing_zeros() as i32;
+                bits &= bits - 1;
+                let attno = member + pg_sys::FirstLowInvalidHeapAttributeNumber;
+                if attno > 0 && (attno as usize) <= COLUMN_WORDS * 64 {
+                    let i = attno as usize - 1;
+                    set.0[i / 64] |= 1 << (i % 64);
+                }
+            }
         }
-        let i = attno as usize - 1;
-        if i >= new.len() || column_changed(table, row, i, &new[i]) {
-            return true;
-        }
+        set
+    }
+
+    fn contains(&self, i: usize) -> bool {
+        i < COLUMN_WORDS * 64 && self.0[i / 64] >> (i % 64) & 1 != 0
+    }
+
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.0.iter().enumerate().flat_map(|(w, &word)| {
+            let mut bits = word;
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let i = w * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    i
+                })
+            })
+        })
     }
 }
 
-/// Columns whose stored value differs from the new one (0-based), with the
-/// new values.
-unsafe fn changed_columns<'a>(table: &Table, row: u64, new: &[Value<'a>]) -> Vec<(usize, Value<'a>)> {
-    new.iter().enumerate().filter(|(i, v)| column_changed(table, row, *i, v)).map(|(i, v)| (i, *v)).collect()
+/// The columns `rel`'s indexes use: all of them, and those a foreign key
+/// can reference (columns of unique indexes). Read from the relcache's
+/// cached bitmaps, which `RelationGetIndexAttrBitmap` would copy for us.
+unsafe fn indexed_columns(rel: pg_sys::Relation) -> (Columns, Columns) {
+    if (*rel).rd_indexattr.is_null() {
+        // Not computed yet, or no index uses a column: the relcache works
+        // it out (and caches it where the fast path below reads it).
+        use pg_sys::IndexAttrBitmapKind::{INDEX_ATTR_BITMAP_ALL, INDEX_ATTR_BITMAP_KEY};
+        let all = pg_sys::RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_ALL);
+        let key = pg_sys::RelationGetIndexAttrBitmap(rel, INDEX_ATTR_BITMAP_KEY);
+        let sets = (Columns::from_bitmap(all), Columns::from_bitmap(key));
+        pg_sys::bms_free(all);
+        pg_sys::bms_free(key);
+        return sets;
+    }
+    (Columns::from_bitmap((*rel).rd_indexattr), Columns::from_bitmap((*rel).rd_keyattr))
 }
 
-/// Is attribute `i` (0-based) in `attrs` (offset as in [`changes_any`])?
-unsafe fn attr_in(i: usize, attrs: *mut pg_sys::Bitmapset) -> bool {
-    pg_sys::bms_is_member(i as i32 + 1 - pg_sys::FirstLowInvalidHeapAttributeNumber, attrs)
+/// Does the update change any column in `cols`?
+unsafe fn changes_any(table: &Table, row: u64, new: &[Value], cols: &Columns) -> bool {
+    cols.iter().any(|i| i >= new.len() || column_changed(table, row, i, &new[i]))
+}
+
+/// Columns whose stored value differs from the new one (0-based), with the
+/// new values, in `out`.
+unsafe fn changed_columns<'a>(table: &Table, row: u64, new: &[Value<'a>], out: &mut Vec<(usize, Value<'a>)>) {
+    out.clear();
+    out.extend(new.iter().enumerate().filter(|(i, v)| column_changed(table, row, *i, v)).map(|(i, v)| (i, *v)));
+}
+
+/// Encoders writes reuse, kept per backend: encoding a row then allocates
+/// nothing once a row of the table was encoded.
+static mut ENCODERS: Vec<Encoder> = Vec::new();
+
+/// Encoders a backend keeps between writes (multi-row inserts may borrow
+/// more; the rest are freed).
+const ENCODERS_KEPT: usize = 64;
+
+/// Borrows `n` of the backend's encoders, handing them back when dropped
+/// (also when an error unwinds). A nested borrow gets fresh ones.
+struct Encoders(Vec<Encoder>);
+
+impl Encoders {
+    fn take(n: usize) -> Encoders {
+        // SAFETY: backends are single-threaded; only this type touches it.
+        let mut v = std::mem::take(unsafe { &mut *(&raw mut ENCODERS) });
+        v.resize_with(n.max(v.len()), Encoder::default);
+        Encoders(v)
+    }
+}
+
+impl Drop for Encoders {
+    fn drop(&mut self) {
+        self.0.truncate(ENCODERS_KEPT);
+        // SAFETY: as in `take`; the backend's list is empty while lent.
+        unsafe { *(&raw mut ENCODERS) = std::mem::take(&mut self.0) };
+    }
 }
 
 /// Prune the chain of `row` down to what running snapshots may need.
@@ -582,8 +666,9 @@ pub unsafe extern "C-unwind" fn tuple_update(
     let xid: u32 = pg_sys::GetCurrentTransactionId().into();
     let desc = (*rel).rd_att;
     let natts = (*desc).natts as usize;
-    pg_sys::slot_getallattrs(slot);
-    let mut enc = Encoder::default();
+    getallattrs(slot);
+    let mut encoders = Encoders::take(1);
+    let enc = &mut encoders.0[0];
     enc.encode(
         desc,
         std::slice::from_raw_parts((*slot).tts_values, natts),
@@ -592,27 +677,32 @@ pub unsafe extern "C-unwind" fn tuple_update(
     let new_values = enc.values();
     // An update that changes a key column (of a unique index usable by
     // foreign keys) locks like DELETE; others let KEY SHARE lockers be.
-    let key_attrs = pg_sys::RelationGetIndexAttrBitmap(rel, pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_KEY);
-    let indexed = pg_sys::RelationGetIndexAttrBitmap(rel, pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_ALL);
+    let (indexed, key_cols) = indexed_columns(rel);
     // AFTER ROW UPDATE triggers fetch the old row by TID when they fire,
     // after the update: it must still be there, so such tables (which
     // includes foreign-key tables) keep the new-row-id path.
     let trigdesc = (*rel).trigdesc;
     let in_place_allowed = trigdesc.is_null() || !(*trigdesc).trig_update_after_row;
+    let mut changes = Vec::with_capacity(natts);
+    let mut blobs = vec![];
     loop {
-        let mode = if changes_any(table, row, &new_values, key_attrs) { LockTupleExclusive } else { LockTupleNoKeyExclusive };
+        let mode = if changes_any(table, row, &new_values, &key_cols) { LockTupleExclusive } else { LockTupleNoKeyExclusive };
         *lockmode = mode;
         let h = match claim(rel, table, row, cid, mode, pg_sys::XLTW_Oper::XLTW_Update, snapshot, crosscheck, wait, tmfd, "update") {
             Ok(h) => h,
             Err(r) => return r,
         };
         // One comparison per column, now that the row is ours.
-        let changes = changed_columns(table, row, &new_values);
-        if in_place_allowed && !changes.iter().any(|&(i, _)| attr_in(i, indexed)) {
+        changed_columns(table, row, &new_values, &mut changes);
+        if in_place_allowed && !changes.iter().any(|&(i, _)| indexed.contains(i)) {
             // No indexed column changes: update in place, same row id.
-            let vals: Vec<Value> = changes.iter().map(|(_, v)| *v).collect();
-            let mut blobs = vec![];
-            table.prepare_blobs(arena, &vals, &mut blobs).or_raise();
+            blobs.clear();
+            if changes.iter().any(|(_, v)| matches!(v, Value::Blob(_))) {
+                let vals: Vec<Value> = changes.iter().map(|(_, v)| *v).collect();
+                table.prepare_blobs(arena, &vals, &mut blobs).or_raise();
+            } else {
+                blobs.resize(changes.len(), anker_engine::arena::NULL_OFF);
+            }
             if !table.update_in_place(arena, row, &h, xid, cid, &changes, &blobs).or_raise() {
                 table.discard_blobs(arena, &blobs);
                 continue;
@@ -644,7 +734,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
     }
     // Write the new version, then link the old row to it. Should this fail
     // (out of memory), the transaction aborts and our xmax is ignored.
-    let mut blobs = vec![];
+    blobs.clear();
     table.prepare_blobs(arena, &new_values, &mut blobs).or_raise();
     let mut ids = Vec::with_capacity(1);
     table.insert_rows(arena, &[&new_values], &blobs, xid, cid, 0, 0, &mut ids).or_raise();
