@@ -37,8 +37,8 @@ struct AmCache {
     generation: u64,
     key: TableKey,
     table: Off,
-    /// Attributes the chunk has reader scratch memory for.
-    natts: usize,
+    /// Bytes of reader scratch memory in the chunk.
+    scratch: usize,
     /// `fetch` is set up for `table`.
     fetch_ready: bool,
     fetch: std::mem::MaybeUninit<crate::tam::scan::Reader>,
@@ -73,15 +73,14 @@ pub fn table_of(rel: pg_sys::Relation) -> &'static Table {
         let desc = (*rel).rd_att;
         let t = shmem::directory().get_or_create(arena, &key, &|| datum::specs_for(desc)).or_raise();
         sync_columns(t, desc);
-        let natts = (*desc).natts as usize;
-        if !(*rel).rd_amcache.is_null() && (*((*rel).rd_amcache as *const AmCache)).natts != natts {
+        let scratch = crate::tam::scan::Reader::scratch_bytes(desc);
+        if !(*rel).rd_amcache.is_null() && (*((*rel).rd_amcache as *const AmCache)).scratch != scratch {
             pg_sys::pfree((*rel).rd_amcache);
             (*rel).rd_amcache = std::ptr::null_mut();
         }
         if (*rel).rd_amcache.is_null() {
-            let bytes = SCRATCH_AT + crate::tam::scan::Reader::scratch_bytes(natts);
-            (*rel).rd_amcache = pg_sys::MemoryContextAlloc(pg_sys::CacheMemoryContext, bytes);
-            (*((*rel).rd_amcache as *mut AmCache)).natts = natts;
+            (*rel).rd_amcache = pg_sys::MemoryContextAlloc(pg_sys::CacheMemoryContext, SCRATCH_AT + scratch);
+            (*((*rel).rd_amcache as *mut AmCache)).scratch = scratch;
         }
         let c = (*rel).rd_amcache as *mut AmCache;
         (*c).generation = arena.generation();
@@ -99,7 +98,7 @@ pub unsafe fn fetch_reader(rel: pg_sys::Relation, table: &Table) -> &'static mut
     let c = (*rel).rd_amcache as *mut AmCache;
     debug_assert!(!c.is_null(), "table_of(rel) sets rd_amcache");
     // SAFETY: table_of made the chunk for rel's descriptor, with
-    // SCRATCH_AT + scratch_bytes(natts) bytes; the reader is re-made
+    // SCRATCH_AT + scratch_bytes(rd_att) bytes; the reader is re-made
     // whenever table_of rebinds the relation.
     if !(*c).fetch_ready {
         (*c).fetch.write(crate::tam::scan::Reader::new_in(rel, table, (c as *mut u8).add(SCRATCH_AT)));

@@ -21,10 +21,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Rows a parallel worker claims at a time.
 const PARALLEL_CHUNK: u64 = 8192;
 
-/// Bytes of row buffer per attribute: by-reference values read from live
-/// pages (at most `MAX_INLINE_FIXED` bytes) are copied here, so a row needs
-/// no allocation.
-const BUF_PER_ATT: usize = datum::MAX_INLINE_FIXED as usize;
 
 /// Reads rows of one table into virtual slots: caches page pointers
 /// between rows, fills only the attributes asked for, and copies unstable
@@ -42,21 +38,42 @@ pub struct Reader {
     /// `natts` flags: attributes to fill (the others read as NULL).
     needed: *mut bool,
     cols: *mut ColCache,
+    /// Row buffer: by-reference values read from live pages are copied
+    /// here, `buf_stride` bytes per attribute, so a row needs no allocation.
     buf: *mut u8,
+    buf_stride: usize,
 }
 
 impl Reader {
     /// A reader for `table` (the storage of `rel`) in CurrentMemoryContext.
     pub unsafe fn new(rel: pg_sys::Relation, table: &Table) -> Reader {
-        let natts = (*(*rel).rd_att).natts as usize;
-        Reader::new_in(rel, table, pg_sys::palloc(Reader::scratch_bytes(natts)) as *mut u8)
+        Reader::new_in(rel, table, pg_sys::palloc(Reader::scratch_bytes((*rel).rd_att)) as *mut u8)
     }
 
-    /// Bytes of scratch memory a reader of a relation with `natts`
-    /// attributes needs (its flags, column caches and row buffer).
-    pub fn scratch_bytes(natts: usize) -> usize {
-        let n = natts.max(1);
-        Self::cols_at(n) + n * std::mem::size_of::<ColCache>() + n * BUF_PER_ATT
+    /// Bytes of scratch memory a reader of a relation with descriptor
+    /// `desc` needs (its flags, column caches and row buffer). Small: index
+    /// scans make one per execution, in the statement's memory.
+    pub unsafe fn scratch_bytes(desc: pg_sys::TupleDesc) -> usize {
+        let n = ((*desc).natts as usize).max(1);
+        Self::cols_at(n) + n * std::mem::size_of::<ColCache>() + n * Self::buf_stride(desc)
+    }
+
+    /// Row buffer bytes per attribute: room for the largest value a live
+    /// page can hand out that must be copied (short varlenas and small
+    /// fixed-length by-reference values; blobs are read in place), 8-byte
+    /// aligned.
+    unsafe fn buf_stride(desc: pg_sys::TupleDesc) -> usize {
+        let widest = datum::attrs(desc)
+            .iter()
+            .filter(|a| !a.attisdropped && !a.attbyval)
+            .map(|a| match a.attlen {
+                -1 => anker_engine::table::VAR_SLOT,
+                n if n > 0 && n <= datum::MAX_INLINE_FIXED => n as usize,
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        widest.next_multiple_of(8)
     }
 
     /// Offset of the column caches in the scratch memory (after the flags).
@@ -75,6 +92,7 @@ impl Reader {
         let needed = scratch as *mut bool;
         let cols = scratch.add(Self::cols_at(n)) as *mut ColCache;
         let buf = (cols as *mut u8).add(n * std::mem::size_of::<ColCache>());
+        let buf_stride = Self::buf_stride((*rel).rd_att);
         for (i, att) in atts.iter().enumerate() {
             let usable = !att.attisdropped && i < table.ncols();
             *needed.add(i) = usable;
@@ -84,7 +102,7 @@ impl Reader {
                 std::ptr::write_bytes(cols.add(i), 0, 1);
             }
         }
-        let mut r = Reader { cur: Cursor::NEW, last: None, last_depth: 0, natts, needed, cols, buf };
+        let mut r = Reader { cur: Cursor::NEW, last: None, last_depth: 0, natts, needed, cols, buf, buf_stride };
         r.reset(table);
         r
     }
@@ -286,7 +304,7 @@ impl Reader {
                 if i >= atts.len() || i >= self.natts || !*self.needed.add(i) {
                     continue;
                 }
-                match datum::to_datum_buffered(&atts[i], im.value, self.buf.add(i * BUF_PER_ATT)) {
+                match datum::to_datum_buffered(&atts[i], im.value, self.buf.add(i * self.buf_stride)) {
                     Some(d) => {
                         values[i] = d;
                         nulls[i] = false;
@@ -328,7 +346,7 @@ impl Reader {
                 if stable {
                     datum::to_datum_stable(&atts[i], v)
                 } else {
-                    datum::to_datum_buffered(&atts[i], v, self.buf.add(i * BUF_PER_ATT))
+                    datum::to_datum_buffered(&atts[i], v, self.buf.add(i * self.buf_stride))
                 }
             } else {
                 None
@@ -401,8 +419,9 @@ pub struct ScanDesc {
     parallel: *mut ParallelScan,
     par_next: u64,
     par_end: u64,
-    /// Bitmap, sample and analyze scans: rows of the current block.
-    block_rows: [u64; ROWS_PER_BLOCK as usize],
+    /// Bitmap, sample and analyze scans: rows of the current block
+    /// (`ROWS_PER_BLOCK` entries; null for other scans, which need none).
+    block_rows: *mut u64,
     block_n: usize,
     block_pos: usize,
     sample_block: u64,
@@ -437,6 +456,21 @@ impl ScanDesc {
     unsafe fn read(&mut self, row: u64, slot: *mut pg_sys::TupleTableSlot) -> bool {
         let vis = self.vis.as_ref().expect("scan has a snapshot");
         self.reader.read(self.base.rs_rd, &*self.table, row, vis, slot)
+    }
+
+    /// Queue `row` of the current block (bitmap, sample and analyze scans).
+    unsafe fn push_block_row(&mut self, row: u64) {
+        assert!(!self.block_rows.is_null() && self.block_n < ROWS_PER_BLOCK as usize);
+        // SAFETY: block_rows holds ROWS_PER_BLOCK entries (checked above).
+        *self.block_rows.add(self.block_n) = row;
+        self.block_n += 1;
+    }
+
+    /// The `i`-th queued row of the current block (`i < block_n`).
+    unsafe fn block_row(&self, i: usize) -> u64 {
+        debug_assert!(i < self.block_n);
+        // SAFETY: only push_block_row fills entries below block_n.
+        *self.block_rows.add(i)
     }
 }
 
@@ -478,7 +512,11 @@ pub unsafe extern "C-unwind" fn scan_begin(
             parallel: pscan as *mut ParallelScan,
             par_next: 0,
             par_end: 0,
-            block_rows: [0; ROWS_PER_BLOCK as usize],
+            block_rows: if flags & (pg_sys::ScanOptions::SO_TYPE_BITMAPSCAN | pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN | pg_sys::ScanOptions::SO_TYPE_ANALYZE) != 0 {
+                pg_sys::palloc(ROWS_PER_BLOCK as usize * std::mem::size_of::<u64>()) as *mut u64
+            } else {
+                std::ptr::null_mut()
+            },
             block_n: 0,
             block_pos: 0,
             sample_block: 0,
@@ -1020,14 +1058,12 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_block(
         let offs = (*tbmres).offsets.as_slice(ntuples as usize);
         for &o in offs {
             if o >= 1 && (o as u64) <= ROWS_PER_BLOCK && first + o as u64 - 1 < nrows {
-                d.block_rows[d.block_n] = first + o as u64 - 1;
-                d.block_n += 1;
+                d.push_block_row(first + o as u64 - 1);
             }
         }
     } else {
         for r in first..(first + ROWS_PER_BLOCK).min(nrows) {
-            d.block_rows[d.block_n] = r;
-            d.block_n += 1;
+            d.push_block_row(r);
         }
     }
     d.block_n > 0
@@ -1045,7 +1081,7 @@ pub unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
 /// Return the next visible row among `block_rows`.
 unsafe fn next_block_row(d: &mut ScanDesc, slot: *mut pg_sys::TupleTableSlot) -> bool {
     while d.block_pos < d.block_n {
-        let row = d.block_rows[d.block_pos];
+        let row = d.block_row(d.block_pos);
         d.block_pos += 1;
         if d.read(row, slot) {
             return true;
@@ -1119,8 +1155,7 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_block(
     d.block_n = 0;
     d.block_pos = 0;
     for r in first.min(nrows)..(first + ROWS_PER_BLOCK).min(nrows) {
-        d.block_rows[d.block_n] = r;
-        d.block_n += 1;
+        d.push_block_row(r);
     }
     true
 }
@@ -1137,7 +1172,7 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
     let table = &*d.table;
     let arena = shmem::arena();
     while d.block_pos < d.block_n {
-        let row = d.block_rows[d.block_pos];
+        let row = d.block_row(d.block_pos);
         d.block_pos += 1;
         let Some(h) = table.header(arena, row) else { continue };
         match analyze_class(&h) {
