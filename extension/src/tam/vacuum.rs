@@ -36,9 +36,9 @@ pub enum Fate {
 }
 
 /// Classify a row against `oldest_xmin` (as heap's `HeapTupleSatisfiesVacuum`).
-pub fn fate(h: &RowHeader, oldest_xmin: u32) -> Fate {
-    let mut hints = 0;
-    match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut hints) {
+/// Hint bits learnt on the way are added to `hints`.
+pub fn fate(h: &RowHeader, oldest_xmin: u32, hints: &mut u32) -> Fate {
+    match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, hints) {
         XidState::Aborted => return Fate::Dead,
         XidState::InProgress | XidState::Current => return Fate::InProgress,
         XidState::Committed => {}
@@ -46,7 +46,7 @@ pub fn fate(h: &RowHeader, oldest_xmin: u32) -> Fate {
     if h.xmax == 0 {
         return Fate::Live;
     }
-    match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, &mut hints) {
+    match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, hints) {
         XidState::Aborted => Fate::Live,
         XidState::InProgress | XidState::Current => Fate::InProgress,
         XidState::Committed => {
@@ -153,7 +153,14 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
                 cur = rec.next.load(std::sync::atomic::Ordering::Acquire);
             }
         }
-        let f = fate(&h, oldest_xmin);
+        let mut hints = 0;
+        let f = fate(&h, oldest_xmin, &mut hints);
+        if hints != 0 {
+            // As heap's VACUUM: after a bulk load, this spares the first
+            // reader of every row its clog lookups.
+            table.set_hint(arena, row, &h, hints);
+            h.flags |= hints;
+        }
         match f {
             Fate::Dead => {
                 dead.push(row);
@@ -272,7 +279,7 @@ pub unsafe fn copy_rows(
         }
         let Some(h) = src.header(arena, row) else { continue };
         if let Some(ox) = oldest_xmin {
-            match fate(&h, ox) {
+            match fate(&h, ox, &mut 0) {
                 Fate::Dead => {
                     removed += 1.0;
                     continue;
