@@ -6,10 +6,10 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/bench/lib/cluster.sh"
 trap cluster_cleanup EXIT
 cluster_start "lc_messages = 'C'" "shared_preload_libraries = 'anker'" "anker.memory_limit = '128MB'" \
-    "anker.snapshot_method = 'none'" "anker.enable_scan_node = off"
-got=$(cluster_psql -Atc "SELECT current_setting('anker.snapshot_method') || ' ' || current_setting('anker.enable_scan_node') || ' ' || current_setting('anker.memory_limit')")
+    "anker.snapshot_method = 'none'" "anker.enable_scan_node = off" "anker.malloc_trim_threshold = '4MB'"
+got=$(cluster_psql -Atc "SELECT current_setting('anker.snapshot_method') || ' ' || current_setting('anker.enable_scan_node') || ' ' || current_setting('anker.memory_limit') || ' ' || current_setting('anker.malloc_trim_threshold')")
 echo "settings: $got"
-[ "$got" = "none off 128MB" ]
+[ "$got" = "none off 128MB 4MB" ]
 if grep -i "invalid configuration parameter" "$CLUSTER_LOG"; then
     echo "FAIL: the server dropped an anker setting"; exit 1
 fi

@@ -35,6 +35,7 @@ pub extern "C-unwind" fn _PG_init() {
     // SAFETY: reading a postmaster-set global.
     let preloading = unsafe { pg_sys::process_shared_preload_libraries_in_progress };
     guc::define(preloading);
+    guc::define_malloc(preloading);
     snapshots::define_guc();
     if !preloading {
         guc::reserve_prefix();
@@ -42,6 +43,7 @@ pub extern "C-unwind" fn _PG_init() {
         // raises a clear error (see `shmem::arena`).
         return;
     }
+    guc::apply_malloc_settings();
     tam::slot::init_ops();
     shmem::reserve_arena();
     shmem::install_hooks();
