@@ -15,8 +15,11 @@
 //! heap's lock conflict table (a non-key UPDATE takes NO KEY UPDATE, so it
 //! does not wait for KEY SHARE lockers such as foreign-key checks).
 //!
-//! UPDATE writes a new row version at a new row id and links the old one to
-//! it; in-place updates are the MVCC work's next step.
+//! UPDATE changes a row in place when no indexed column changes (the
+//! before-images go to an undo record, see `docs/mvcc.md`); otherwise it
+//! writes a new version at a new row id and links the old one to it. Rows
+//! are encoded with encoders each backend reuses, so a write allocates
+//! little beyond what it stores.
 
 use super::{row_to_tid, tid_to_row};
 use crate::datum::Encoder;
