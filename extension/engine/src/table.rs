@@ -885,8 +885,15 @@ impl Table {
     // ---- writing ------------------------------------------------------------
 
     /// Copy the blob values of one row into the heap (outside any latch).
-    /// Returns one offset per value (NULL_OFF for non-blobs).
-    pub fn prepare_blobs(&self, arena: &Arena, values: &[Value], out: &mut Vec<Off>) -> AllocResult<()> {
+    /// Returns one offset per value (NULL_OFF for non-blobs). Takes any
+    /// sequence of values, so callers holding them in pairs (an in-place
+    /// UPDATE's changed columns) need not collect them first.
+    pub fn prepare_blobs<'v, 'b: 'v>(
+        &self,
+        arena: &Arena,
+        values: impl IntoIterator<Item = &'v Value<'b>>,
+        out: &mut Vec<Off>,
+    ) -> AllocResult<()> {
         let start = out.len();
         for v in values {
             let off = match v {

@@ -700,12 +700,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
         if in_place_allowed && !changes.iter().any(|&(i, _)| indexed.contains(i)) {
             // No indexed column changes: update in place, same row id.
             blobs.clear();
-            if changes.iter().any(|(_, v)| matches!(v, Value::Blob(_))) {
-                let vals: Vec<Value> = changes.iter().map(|(_, v)| *v).collect();
-                table.prepare_blobs(arena, &vals, &mut blobs).or_raise();
-            } else {
-                blobs.resize(changes.len(), anker_engine::arena::NULL_OFF);
-            }
+            table.prepare_blobs(arena, changes.iter().map(|(_, v)| v), &mut blobs).or_raise();
             if !table.update_in_place(arena, row, &h, xid, cid, &changes, &blobs).or_raise() {
                 table.discard_blobs(arena, &blobs);
                 continue;
