@@ -2,7 +2,6 @@
 
 use pgrx::pg_sys;
 
-
 /// `anker.memory_limit`, in megabytes: the size of the shared arena that
 /// holds all anker tables. Read once, when the postmaster creates the arena.
 static mut MEMORY_LIMIT_MB: i32 = 0;
@@ -15,10 +14,14 @@ fn default_memory_limit_mb() -> i32 {
     (total_mb / 2).clamp(64, i32::MAX as u64) as i32
 }
 
+/// `anker.malloc_trim_threshold`, in kilobytes (0: glibc's own heuristics).
+static mut MALLOC_TRIM_THRESHOLD_KB: i32 = 0;
+
+/// Define the `anker.*` settings (from `_PG_init`).
 pub fn define(preloading: bool) {
     let context = if preloading { pg_sys::GucContext::PGC_POSTMASTER } else { pg_sys::GucContext::PGC_INTERNAL };
-    // SAFETY: DefineCustomIntVariable keeps a pointer to our static, which
-    // lives for the whole process; called once from _PG_init.
+    // SAFETY: DefineCustomIntVariable keeps pointers to our statics, which
+    // live for the whole process; called once from _PG_init.
     unsafe {
         pg_sys::DefineCustomIntVariable(
             c"anker.memory_limit".as_ptr(),
@@ -34,17 +37,6 @@ pub fn define(preloading: bool) {
             None,
             None,
         );
-    }
-}
-
-/// `anker.malloc_trim_threshold`, in kilobytes (0: glibc's own heuristics).
-static mut MALLOC_TRIM_THRESHOLD_KB: i32 = 0;
-
-/// Define `anker.malloc_trim_threshold` (postmaster start-up only).
-pub fn define_malloc(preloading: bool) {
-    let context = if preloading { pg_sys::GucContext::PGC_POSTMASTER } else { pg_sys::GucContext::PGC_INTERNAL };
-    // SAFETY: as in `define`.
-    unsafe {
         pg_sys::DefineCustomIntVariable(
             c"anker.malloc_trim_threshold".as_ptr(),
             c"Free memory a server process keeps at the top of its malloc heap instead of returning it to the system.".as_ptr(),

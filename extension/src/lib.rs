@@ -35,7 +35,6 @@ pub extern "C-unwind" fn _PG_init() {
     // SAFETY: reading a postmaster-set global.
     let preloading = unsafe { pg_sys::process_shared_preload_libraries_in_progress };
     guc::define(preloading);
-    guc::define_malloc(preloading);
     snapshots::define_guc();
     if !preloading {
         guc::reserve_prefix();

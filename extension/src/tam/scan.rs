@@ -21,7 +21,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Rows a parallel worker claims at a time.
 const PARALLEL_CHUNK: u64 = 8192;
 
-
 /// Reads rows of one table into virtual slots: caches page pointers
 /// between rows, fills only the attributes asked for, and copies unstable
 /// values into a per-reader buffer that the next row overwrites. Lives in
