@@ -7,7 +7,8 @@
 # The last line of output is "N passed, N failed".
 #
 # Environment: ANKER_SKIP=kernel,bench,... skips suites by name
-# (engine, regress, isolation, server, kernel, bench).
+# (engine, regress, isolation, server, pg-suites, kernel, bench);
+# ANKER_REGRESS="setup dml" runs only those pg_regress tests.
 set -uo pipefail
 # Rust backtraces would end up in the DETAIL of errors raised by the extension.
 unset RUST_BACKTRACE RUST_LIB_BACKTRACE
@@ -15,7 +16,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$ROOT"
 PG_BINDIR=/usr/lib/postgresql/15/bin
 PGXS_TEST=/usr/lib/postgresql/15/lib/pgxs/src/test
-REGRESS_TESTS=(setup types basic scan_node agg_node dml differential mvcc snapshots errors)
+REGRESS_TESTS=(setup types basic scan_node agg_node dml differential mvcc snapshots errors rewrites)
+# ANKER_REGRESS="setup rewrites" runs a subset.
+[ -n "${ANKER_REGRESS:-}" ] && read -ra REGRESS_TESTS <<< "$ANKER_REGRESS"
 PASSED=0
 FAILED=0
 FAILED_SUITES=()

@@ -560,6 +560,9 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
     // The executor already holds the range table's locks and checked
     // permissions on this relation (it is in the range table).
     let rel = pg_sys::table_open(oid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+    // Clean blocks are read from the columns directly: every attribute
+    // needs its column.
+    crate::storage::table_for_write(rel);
     (*s).rel = rel;
     (*s).row_slot = pg_sys::ExecAllocTableSlot(&mut (*estate).es_tupleTable, (*rel).rd_att, crate::tam::slot::ops());
     let quals = private_list(cscan, P_QUALS);

@@ -15,7 +15,7 @@
 //!
 //! Dropped attributes store nothing (they are always NULL).
 
-use anker_engine::table::{ColumnKind, ColumnSpec, Value, ValueRef, VAR_SLOT};
+use anker_engine::table::{ColumnSpec, Value, ValueRef, VAR_SLOT};
 use pgrx::pg_sys;
 
 /// Fixed-length pass-by-reference values larger than this go to blobs.
@@ -94,15 +94,17 @@ pub fn varsize_any(p: *const u8) -> usize {
 }
 
 impl Encoder {
-    /// Encode `values`/`nulls` (one per attribute of `desc`).
+    /// Encode `values`/`nulls` (one per attribute of `desc`) for a table
+    /// with `ncols` columns: columns beyond the attributes (left behind by
+    /// an aborted ALTER TABLE) get NULL.
     ///
     /// # Safety
     /// The datums must be valid for their attributes' types and outlive the
     /// values returned by [`values`](Self::values).
-    pub unsafe fn encode(&mut self, desc: pg_sys::TupleDesc, values: &[pg_sys::Datum], nulls: &[bool]) {
+    pub unsafe fn encode(&mut self, desc: pg_sys::TupleDesc, values: &[pg_sys::Datum], nulls: &[bool], ncols: usize) {
         self.encs.clear();
         let atts = attrs(desc);
-        self.encs.reserve(atts.len());
+        self.encs.reserve(atts.len().max(ncols));
         for (i, att) in atts.iter().enumerate() {
             if nulls[i] || att.attisdropped {
                 self.encs.push(Enc::Null);
@@ -151,6 +153,9 @@ impl Encoder {
                 }
             };
             self.encs.push(enc);
+        }
+        while self.encs.len() < ncols {
+            self.encs.push(Enc::Null);
         }
     }
 
@@ -217,11 +222,4 @@ pub unsafe fn to_datum_stable(att: &pg_sys::FormData_pg_attribute, v: ValueRef) 
         ValueRef::Inline(p) => Some(pg_sys::Datum::from(p as usize)),
         other => to_datum_buffered(att, other, std::ptr::null_mut()),
     }
-}
-
-/// Is this column's storage consistent with the attribute (same kind and
-/// width)? Used to detect stale columns after an aborted ALTER TABLE.
-pub fn spec_matches(kind: ColumnKind, width_shift: u32, att: &pg_sys::FormData_pg_attribute) -> bool {
-    let s = spec_for(att);
-    s.kind == kind && s.width_shift == width_shift
 }

@@ -24,7 +24,7 @@ use crate::error::OrRaise;
 use crate::shmem;
 use crate::xact_list::XactList;
 use anker_engine::arena::Off;
-use anker_engine::table::{Table, TableKey};
+use anker_engine::table::{ColumnState, Table, TableKey};
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 
@@ -37,6 +37,8 @@ struct AmCache {
     generation: u64,
     key: TableKey,
     table: Off,
+    /// The table's column generation the fetch reader was made for.
+    schema_gen: u32,
     /// Bytes of reader scratch memory in the chunk.
     scratch: usize,
     /// `fetch` is set up for `table`.
@@ -56,7 +58,10 @@ fn node_key(n: &pg_sys::RelFileNode, backend: pg_sys::BackendId) -> TableKey {
     [n.spcNode.into(), n.dbNode.into(), n.relNode.into(), backend as u32]
 }
 
-/// The engine table behind `rel`, created empty if missing.
+/// The engine table behind `rel`, created empty if missing. Its columns
+/// may lag behind the relation's attributes (ALTER TABLE ADD COLUMN changes
+/// only the catalog): readers fill such attributes with their missing
+/// values; writers use [`table_for_write`].
 pub fn table_of(rel: pg_sys::Relation) -> &'static Table {
     let arena = shmem::arena();
     let key = key_of(rel);
@@ -64,16 +69,12 @@ pub fn table_of(rel: pg_sys::Relation) -> &'static Table {
     // AmCache we allocated in CacheMemoryContext.
     unsafe {
         let c = (*rel).rd_amcache as *const AmCache;
-        if !c.is_null() && (*c).generation == arena.generation() && (*c).key == key {
-            let t = arena.get::<Table>((*c).table);
-            if t.ncols() >= (*(*rel).rd_att).natts as usize {
-                return t;
-            }
+        if !c.is_null() && (*c).generation == arena.generation() && (*c).key == key && (*c).schema_gen == arena.get::<Table>((*c).table).schema_gen() {
+            return arena.get::<Table>((*c).table);
         }
         let desc = (*rel).rd_att;
         let t = shmem::directory().get_or_create(arena, &key, &|| datum::specs_for(desc)).or_raise();
-        sync_columns(t, desc);
-        let scratch = crate::tam::scan::Reader::scratch_bytes(desc);
+        let scratch = crate::tam::scan::Reader::scratch_bytes(desc, t);
         if !(*rel).rd_amcache.is_null() && (*((*rel).rd_amcache as *const AmCache)).scratch != scratch {
             pg_sys::pfree((*rel).rd_amcache);
             (*rel).rd_amcache = std::ptr::null_mut();
@@ -86,7 +87,25 @@ pub fn table_of(rel: pg_sys::Relation) -> &'static Table {
         (*c).generation = arena.generation();
         (*c).key = key;
         (*c).table = arena.off_of(t as *const Table);
+        (*c).schema_gen = t.schema_gen();
         (*c).fetch_ready = false;
+        t
+    }
+}
+
+/// The engine table behind `rel` with a column for every attribute of the
+/// relation's descriptor: for writers, and for plan nodes that read columns
+/// directly. Never for the scan of a table being rewritten, which reads the
+/// old storage with the old descriptor.
+pub fn table_for_write(rel: pg_sys::Relation) -> &'static Table {
+    let t = table_of(rel);
+    // SAFETY: rel is open.
+    let desc = unsafe { (*rel).rd_att };
+    let gen = t.schema_gen();
+    sync_columns(rel, t, desc);
+    if t.schema_gen() != gen {
+        table_of(rel) // rebinds the cached reader to the new columns
+    } else {
         t
     }
 }
@@ -109,23 +128,33 @@ pub unsafe fn fetch_reader(rel: pg_sys::Relation, table: &Table) -> &'static mut
     r
 }
 
-/// Make the stored columns match the relation's attributes: columns added
-/// by ALTER TABLE without a rewrite get the attribute's "missing" value in
-/// every existing row; a column left behind by an aborted ALTER TABLE is
-/// replaced.
-fn sync_columns(t: &Table, desc: pg_sys::TupleDesc) {
+/// Make the stored columns match the relation's attributes. ALTER TABLE
+/// changes only the catalog when it adds a column without a rewrite:
+///
+/// * an attribute beyond the stored columns gets a new column holding its
+///   "missing" value in every existing row;
+/// * a [`ColumnState::Leftover`] column (its ALTER aborted) is replaced the
+///   same way by the attribute now at its position;
+/// * every other column is left alone, even when its layout no longer
+///   matches the attribute: within the transaction that changed a column's
+///   type, the old storage is still read (with the old descriptor) by the
+///   rewrite that copies it. Dropped attributes keep their values too, for
+///   a DROP COLUMN that rolls back.
+///
+/// A column added for an attribute the current transaction created is
+/// [`ColumnState::Tentative`] until the transaction ends: a commit makes it
+/// permanent, an abort a leftover.
+fn sync_columns(rel: pg_sys::Relation, t: &Table, desc: pg_sys::TupleDesc) {
     let arena = shmem::arena();
     let atts = datum::attrs(desc);
-    let stale = |i: usize| {
-        let c = t.column(arena, i);
-        !datum::spec_matches(c.spec().kind, c.width_shift, &atts[i])
-    };
-    if t.ncols() >= atts.len() && !(0..atts.len()).any(stale) {
+    let needs_column =
+        |i: usize| !atts[i].attisdropped && (i >= t.ncols() || t.column(arena, i).state() == ColumnState::Leftover);
+    if t.ncols() >= atts.len() && !(0..atts.len()).any(needs_column) {
         return;
     }
     let _g = t.schema_lock.lock();
     for (i, att) in atts.iter().enumerate() {
-        if i < t.ncols() && !stale(i) {
+        if i < t.ncols() && !needs_column(i) {
             continue;
         }
         let mut isnull = true;
@@ -137,9 +166,59 @@ fn sync_columns(t: &Table, desc: pg_sys::TupleDesc) {
         values[i] = missing;
         nulls[i] = isnull || att.attisdropped;
         // SAFETY: the missing value has the attribute's type.
-        unsafe { enc.encode(desc, &values, &nulls) };
+        unsafe { enc.encode(desc, &values, &nulls, 0) };
         let v = enc.values()[i];
-        t.set_column(arena, i, datum::spec_for(att), v).or_raise();
+        // SAFETY: rel is open.
+        let added_here = !att.attisdropped && unsafe { !attribute_predates_xact((*rel).rd_id, att.attnum) };
+        let state = if added_here { ColumnState::Tentative } else { ColumnState::Permanent };
+        t.set_column(arena, i, datum::spec_for(att), v, state).or_raise();
+        if added_here {
+            pending().push(Pending { key: t.key, kind: PendingKind::TentativeColumn(i as u16) });
+        }
+    }
+}
+
+/// Did attribute `attnum` of relation `relid` exist before the current
+/// transaction? Looks it up in `pg_attribute` with a snapshot that sees
+/// none of this transaction's own changes (command id 0), so an attribute
+/// merely updated here (defaults, statistics targets) counts as existing.
+unsafe fn attribute_predates_xact(relid: pg_sys::Oid, attnum: i16) -> bool {
+    let mut before = *pg_sys::GetLatestSnapshot();
+    before.curcid = pg_sys::FirstCommandId;
+    before.copied = false;
+    let snap = pg_sys::RegisterSnapshot(&mut before);
+    let attrel = pg_sys::table_open(pg_sys::AttributeRelationId, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+    let mut keys: [pg_sys::ScanKeyData; 2] = std::mem::zeroed();
+    pg_sys::ScanKeyInit(
+        &mut keys[0],
+        pg_sys::Anum_pg_attribute_attrelid as i16,
+        pg_sys::BTEqualStrategyNumber as u16,
+        pg_sys::Oid::from(pg_sys::F_OIDEQ),
+        pg_sys::Datum::from(relid),
+    );
+    pg_sys::ScanKeyInit(
+        &mut keys[1],
+        pg_sys::Anum_pg_attribute_attnum as i16,
+        pg_sys::BTEqualStrategyNumber as u16,
+        pg_sys::Oid::from(pg_sys::F_INT2EQ),
+        pg_sys::Datum::from(attnum),
+    );
+    let scan = pg_sys::systable_beginscan(attrel, pg_sys::Oid::from(pg_sys::AttributeRelidNumIndexId), true, snap, 2, keys.as_mut_ptr());
+    let found = !pg_sys::systable_getnext(scan).is_null();
+    pg_sys::systable_endscan(scan);
+    pg_sys::table_close(attrel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+    pg_sys::UnregisterSnapshot(snap);
+    found
+}
+
+/// End of the transaction (or subtransaction) that added column `col` of
+/// the table under `key`: a commit keeps it, an abort leaves it behind.
+fn settle_tentative_column(key: &TableKey, col: u16, committed: bool) {
+    let arena = shmem::arena();
+    if let Some(t) = shmem::directory().lookup(arena, key) {
+        if (col as usize) < t.ncols() && t.column(arena, col as usize).state() == ColumnState::Tentative {
+            t.column(arena, col as usize).set_state(if committed { ColumnState::Permanent } else { ColumnState::Leftover });
+        }
     }
 }
 
@@ -153,6 +232,8 @@ enum PendingKind {
     Dropped,
     /// A database dropped: all its tables are freed at commit.
     DroppedDatabase,
+    /// A column added for an attribute this transaction created.
+    TentativeColumn(u16),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -255,6 +336,15 @@ unsafe extern "C-unwind" fn object_access(
     }
 }
 
+/// What an abort does with one record.
+fn undo_pending(p: Pending) {
+    match p.kind {
+        PendingKind::Created => free_storage(&p.key),
+        PendingKind::TentativeColumn(col) => settle_tentative_column(&p.key, col, false),
+        PendingKind::Dropped | PendingKind::DroppedDatabase => {}
+    }
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
     use pg_sys::XactEvent::*;
@@ -264,26 +354,31 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
     }
     match event {
         XACT_EVENT_PRE_PREPARE => {
-            ereport!(
-                ERROR,
-                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                "cannot PREPARE a transaction that created, truncated, rewrote or dropped anker tables"
-            );
+            if list.iter().any(|p| !matches!(p.kind, PendingKind::TentativeColumn(_))) {
+                ereport!(
+                    ERROR,
+                    PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                    "cannot PREPARE a transaction that created, truncated, rewrote or dropped anker tables"
+                );
+            }
+            // A prepared transaction's tentative columns stay tentative:
+            // treated as permanent, never replaced (ROLLBACK PREPARED runs
+            // in another backend and cannot reach this list).
+            list.clear();
         }
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => {
             for p in list.take_all() {
                 match p.kind {
                     PendingKind::Dropped => free_storage(&p.key),
                     PendingKind::DroppedDatabase => free_database(p.key[1]),
+                    PendingKind::TentativeColumn(col) => settle_tentative_column(&p.key, col, true),
                     PendingKind::Created => {}
                 }
             }
         }
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
             for p in list.take_all() {
-                if p.kind == PendingKind::Created {
-                    free_storage(&p.key);
-                }
+                undo_pending(p);
             }
         }
         _ => {}
@@ -306,9 +401,7 @@ unsafe extern "C-unwind" fn subxact_callback(
         SUBXACT_EVENT_COMMIT_SUB => list.hand_to_parent(),
         SUBXACT_EVENT_ABORT_SUB => {
             for p in list.take_aborted() {
-                if p.kind == PendingKind::Created {
-                    free_storage(&p.key);
-                }
+                undo_pending(p);
             }
         }
         _ => {}

@@ -55,6 +55,14 @@ impl ColumnSpec {
     pub fn var() -> ColumnSpec {
         ColumnSpec { kind: ColumnKind::Var, width_shift: 4 }
     }
+    /// Bytes a reader copies out of a live page for one value of this
+    /// layout (a short varlena's slot, or the fixed width).
+    pub fn copy_bytes(&self) -> usize {
+        match self.kind {
+            ColumnKind::Var => VAR_SLOT,
+            ColumnKind::Fixed => 1 << self.width_shift,
+        }
+    }
 }
 
 /// A value to store.
@@ -322,9 +330,39 @@ pub struct Column {
     pub values: PageTable,
     /// One bit per row, set for NULL. Pages are created on the first NULL.
     pub nulls: PageTable,
+    /// A [`ColumnState`].
+    state: AtomicU32,
+}
+
+/// Where a column added after the table was created stands. ALTER TABLE ADD
+/// COLUMN changes only the catalog; storage follows on first use, possibly
+/// inside the ALTER's own transaction, which may still abort.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u32)]
+pub enum ColumnState {
+    /// Belongs to a committed attribute.
+    Permanent = 0,
+    /// Belongs to an attribute added by a transaction still in progress
+    /// (which holds the relation exclusively until it ends).
+    Tentative = 1,
+    /// Its attribute's transaction aborted: the values are garbage, and the
+    /// next attribute at this position replaces the column.
+    Leftover = 2,
 }
 
 impl Column {
+    pub fn state(&self) -> ColumnState {
+        match self.state.load(Ordering::Acquire) {
+            1 => ColumnState::Tentative,
+            2 => ColumnState::Leftover,
+            _ => ColumnState::Permanent,
+        }
+    }
+
+    pub fn set_state(&self, state: ColumnState) {
+        self.state.store(state as u32, Ordering::Release);
+    }
+
     pub fn spec(&self) -> ColumnSpec {
         ColumnSpec {
             kind: if self.spec_kind == 1 { ColumnKind::Var } else { ColumnKind::Fixed },
@@ -386,6 +424,8 @@ pub struct Table {
     free_head: AtomicU64,
     free_count: AtomicU64,
     pub(crate) ncols: AtomicU32,
+    /// Incremented whenever a column is added or replaced.
+    schema_gen: AtomicU32,
     /// Incremented by every snapshot of this table.
     pub snap_epoch: AtomicU32,
     /// `[AtomicU64; MAX_COLUMNS]`: offsets of the [`Column`]s.
@@ -439,6 +479,7 @@ impl Table {
             (*t).free_head = AtomicU64::new(NULL_OFF);
             (*t).free_count = AtomicU64::new(0);
             (*t).ncols = AtomicU32::new(0);
+            (*t).schema_gen = AtomicU32::new(0);
             (*t).snap_epoch = AtomicU32::new(1);
             (*t).retired = AtomicU64::new(NULL_OFF);
             (*t).cow_gen = AtomicU64::new(0);
@@ -490,9 +531,11 @@ impl Table {
             (*col).width_shift = spec.width_shift;
             (*col).values.init(spec.width_shift);
             (*col).nulls.init(u32::MAX);
+            (*col).state = AtomicU32::new(ColumnState::Permanent as u32);
         }
         self.col_slot(arena, n).store(c, Ordering::Release);
         self.ncols.store(n as u32 + 1, Ordering::Release);
+        self.schema_gen.fetch_add(1, Ordering::AcqRel);
         Ok(n)
     }
 
@@ -500,11 +543,11 @@ impl Table {
     /// layout `spec` and store `fill` in every existing row. Used when
     /// ALTER TABLE adds a column without rewriting the table (PostgreSQL
     /// then supplies the column's "missing" value for old rows), and to
-    /// replace a column left behind by an aborted ALTER TABLE.
+    /// replace a [`ColumnState::Leftover`] column.
     ///
     /// Blocks writers (exclusive latch); the caller holds `schema_lock` and
     /// guarantees that nobody reads column `i` yet.
-    pub fn set_column(&self, arena: &Arena, i: usize, spec: ColumnSpec, fill: Value) -> AllocResult<()> {
+    pub fn set_column(&self, arena: &Arena, i: usize, spec: ColumnSpec, fill: Value, state: ColumnState) -> AllocResult<()> {
         let _g = self.latch.exclusive();
         let n = self.ncols();
         assert!(i <= n);
@@ -516,6 +559,7 @@ impl Table {
             (*col).width_shift = spec.width_shift;
             (*col).values.init(spec.width_shift);
             (*col).nulls.init(u32::MAX);
+            (*col).state = AtomicU32::new(state as u32);
         }
         // Fill before publishing; on failure drop the half-built column.
         let epoch = self.snap_epoch.load(Ordering::Acquire);
@@ -542,6 +586,7 @@ impl Table {
         if i == n {
             self.ncols.store(n as u32 + 1, Ordering::Release);
         }
+        self.schema_gen.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 
@@ -552,6 +597,17 @@ impl Table {
 
     pub fn ncols(&self) -> usize {
         self.ncols.load(Ordering::Acquire) as usize
+    }
+
+    /// Changes whenever a column is added or replaced.
+    pub fn schema_gen(&self) -> u32 {
+        self.schema_gen.load(Ordering::Acquire)
+    }
+
+    /// Does column `i` exist and hold values of its attribute (it is not a
+    /// [`ColumnState::Leftover`])?
+    pub fn has_column(&self, arena: &Arena, i: usize) -> bool {
+        i < self.ncols() && self.column(arena, i).state() != ColumnState::Leftover
     }
 
     pub fn column<'a>(&self, arena: &'a Arena, i: usize) -> &'a Column {
@@ -1612,6 +1668,36 @@ mod tests {
         assert!(dir.drop_table(&a, &key));
         assert_eq!(a.stats().used_bytes, base);
         assert!(dir.lookup(&a, &key).is_none());
+    }
+
+    /// A column added for an uncommitted attribute becomes a leftover when
+    /// its transaction aborts; the next attribute at its position replaces
+    /// it, filling every existing row, and readers see the new generation.
+    #[test]
+    fn leftover_columns_are_replaced_with_the_new_fill() {
+        let a = setup();
+        let dir = Directory::get(&a).unwrap();
+        let t = dir.get_or_create(&a, &[6, 6, 6, 6], &|| vec![ColumnSpec::fixed(4)]).unwrap();
+        for i in 0..10u32 {
+            let k = i.to_ne_bytes();
+            let mut out = vec![];
+            t.insert_rows(&a, &[&[Value::Fixed(&k)]], &[NULL_OFF], 100, 0, 0, 0, &mut out).unwrap();
+        }
+        assert!(!t.has_column(&a, 1));
+        let gen = t.schema_gen();
+        t.set_column(&a, 1, ColumnSpec::fixed(4), Value::Fixed(&7u32.to_ne_bytes()), ColumnState::Tentative).unwrap();
+        assert!(t.schema_gen() != gen && t.has_column(&a, 1));
+        t.column(&a, 1).set_state(ColumnState::Leftover);
+        assert!(!t.has_column(&a, 1));
+        // rows written meanwhile carry a value for the leftover column
+        let mut out = vec![];
+        t.insert_rows(&a, &[&[Value::Fixed(&[9, 0, 0, 0]), Value::Null]], &[NULL_OFF, NULL_OFF], 100, 0, 0, 0, &mut out).unwrap();
+        t.set_column(&a, 1, ColumnSpec::var(), Value::Inline(&[5, b'x', b'y']), ColumnState::Permanent).unwrap();
+        assert_eq!(t.ncols(), 2);
+        for row in 0..11 {
+            assert_eq!(&read(&a, t, 1, row).unwrap()[..3], &[5, b'x', b'y']);
+        }
+        assert_eq!(read(&a, t, 0, 3).unwrap(), 3u32.to_ne_bytes());
     }
 
     /// A scan of a cow snapshot that finds a block clean may mark the live

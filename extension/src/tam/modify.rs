@@ -25,7 +25,7 @@ use super::{row_to_tid, tid_to_row};
 use crate::datum::Encoder;
 use crate::error::{out_of_memory, OrRaise};
 use crate::shmem;
-use crate::storage::table_of;
+use crate::storage::{table_for_write, table_of};
 use crate::visibility::{xid_state, Visibility, XidState};
 use anker_engine::table::{flag, RowChange, RowHeader, Table, Value, ValueRef};
 use pgrx::pg_sys;
@@ -125,24 +125,25 @@ unsafe fn insert_slots(
     token: u32,
 ) {
     let arena = shmem::arena();
-    let table = table_of(rel);
+    let table = table_for_write(rel);
     conflict_in(rel);
     crate::undo::collect_garbage(GARBAGE_PER_WRITE);
     let desc = (*rel).rd_att;
     let natts = (*desc).natts as usize;
+    let ncols = table.ncols();
     let xid: u32 = pg_sys::GetCurrentTransactionId().into();
     let mut encoders = Encoders::take(slots.len());
     for (&slot, enc) in slots.iter().zip(encoders.0.iter_mut()) {
         getallattrs(slot);
         let values = std::slice::from_raw_parts((*slot).tts_values, natts);
         let nulls = std::slice::from_raw_parts((*slot).tts_isnull, natts);
-        enc.encode(desc, values, nulls);
+        enc.encode(desc, values, nulls, ncols);
     }
     let rows: Vec<Vec<_>> = encoders.0[..slots.len()].iter().map(|e| e.values()).collect();
-    let mut blobs = Vec::with_capacity(rows.len() * natts);
+    let mut blobs = Vec::with_capacity(rows.len() * ncols);
     for (k, r) in rows.iter().enumerate() {
         if let Err(e) = table.prepare_blobs(arena, r, &mut blobs) {
-            table.discard_blobs(arena, &blobs[..k * natts]);
+            table.discard_blobs(arena, &blobs[..k * ncols]);
             out_of_memory(e);
         }
     }
@@ -662,7 +663,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
     update_indexes: *mut bool,
 ) -> pg_sys::TM_Result::Type {
     let arena = shmem::arena();
-    let table = table_of(rel);
+    let table = table_for_write(rel);
     let row = tid_to_row(otid).unwrap_or(u64::MAX);
     conflict_in(rel);
     crate::undo::collect_garbage(GARBAGE_PER_WRITE);
@@ -676,6 +677,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
         desc,
         std::slice::from_raw_parts((*slot).tts_values, natts),
         std::slice::from_raw_parts((*slot).tts_isnull, natts),
+        table.ncols(),
     );
     let new_values = enc.values();
     // An update that changes a key column (of a unique index usable by
@@ -696,7 +698,8 @@ pub unsafe extern "C-unwind" fn tuple_update(
             Err(r) => return r,
         };
         // One comparison per column, now that the row is ours.
-        changed_columns(table, row, &new_values, &mut changes);
+        // (columns beyond the attributes stay as they are)
+        changed_columns(table, row, &new_values[..natts], &mut changes);
         if in_place_allowed && !changes.iter().any(|&(i, _)| indexed.contains(i)) {
             // No indexed column changes: update in place, same row id.
             blobs.clear();

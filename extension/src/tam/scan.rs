@@ -34,50 +34,75 @@ pub struct Reader {
     /// Version depth of the last row returned (0: the stored version).
     pub last_depth: usize,
     natts: usize,
-    /// `natts` flags: attributes to fill (the others read as NULL).
+    /// `natts` flags: attributes to fill from their columns.
     needed: *mut bool,
+    /// `natts` flags: attributes to fill with the slot descriptor's
+    /// "missing" value (added by ALTER TABLE, not stored yet, or stored in
+    /// a leftover column), as heap does for tuples older than a column.
+    /// Attributes in neither read as NULL.
+    missing: *mut bool,
+    /// Some attribute is `missing`: a writer may add its column meanwhile.
+    has_missing: bool,
+    /// The table's column generation when `needed` was set up.
+    schema_gen: u32,
     cols: *mut ColCache,
     /// Row buffer: by-reference values read from live pages are copied
     /// here, `buf_stride` bytes per attribute, so a row needs no allocation.
     buf: *mut u8,
     buf_stride: usize,
+    /// The last slot descriptor found to match the stored columns.
+    checked_desc: pg_sys::TupleDesc,
 }
 
 impl Reader {
     /// A reader for `table` (the storage of `rel`) in CurrentMemoryContext.
     pub unsafe fn new(rel: pg_sys::Relation, table: &Table) -> Reader {
-        Reader::new_in(rel, table, pg_sys::palloc(Reader::scratch_bytes((*rel).rd_att)) as *mut u8)
+        Reader::new_in(rel, table, pg_sys::palloc(Reader::scratch_bytes((*rel).rd_att, table)) as *mut u8)
     }
 
-    /// Bytes of scratch memory a reader of a relation with descriptor
-    /// `desc` needs (its flags, column caches and row buffer). Small: index
-    /// scans make one per execution, in the statement's memory.
-    pub unsafe fn scratch_bytes(desc: pg_sys::TupleDesc) -> usize {
+    /// Bytes of scratch memory a reader of `table` for a relation with
+    /// descriptor `desc` needs (its flags, column caches and row buffer).
+    /// Small: index scans make one per execution, in the statement's memory.
+    pub unsafe fn scratch_bytes(desc: pg_sys::TupleDesc, table: &Table) -> usize {
         let n = ((*desc).natts as usize).max(1);
-        Self::cols_at(n) + n * std::mem::size_of::<ColCache>() + n * Self::buf_stride(desc)
+        Self::cols_at(n) + n * std::mem::size_of::<ColCache>() + n * Self::buf_stride(desc, table)
     }
 
     /// Row buffer bytes per attribute: room for the largest value a live
     /// page can hand out that must be copied (short varlenas and small
     /// fixed-length by-reference values; blobs are read in place), 8-byte
-    /// aligned.
-    unsafe fn buf_stride(desc: pg_sys::TupleDesc) -> usize {
+    /// aligned. A column whose layout no longer matches its attribute (the
+    /// transaction changed its type; the rewrite reads it through a slot
+    /// with the old descriptor) counts with its stored width.
+    unsafe fn buf_stride(desc: pg_sys::TupleDesc, table: &Table) -> usize {
+        let arena = shmem::arena();
         let widest = datum::attrs(desc)
             .iter()
-            .filter(|a| !a.attisdropped && !a.attbyval)
-            .map(|a| match a.attlen {
-                -1 => anker_engine::table::VAR_SLOT,
-                n if n > 0 && n <= datum::MAX_INLINE_FIXED => n as usize,
-                _ => 0,
+            .enumerate()
+            .filter(|(_, a)| !a.attisdropped)
+            .map(|(i, a)| {
+                let by_att = match a.attlen {
+                    _ if a.attbyval => 0,
+                    -1 => anker_engine::table::VAR_SLOT,
+                    n if n > 0 && n <= datum::MAX_INLINE_FIXED => n as usize,
+                    _ => 0,
+                };
+                let by_storage = if i < table.ncols() && datum::spec_for(a) != table.column(arena, i).spec() {
+                    table.column(arena, i).spec().copy_bytes()
+                } else {
+                    0
+                };
+                by_att.max(by_storage)
             })
             .max()
             .unwrap_or(0);
         widest.next_multiple_of(8)
     }
 
-    /// Offset of the column caches in the scratch memory (after the flags).
+    /// Offset of the column caches in the scratch memory (after the two
+    /// flag arrays).
     fn cols_at(n: usize) -> usize {
-        n.next_multiple_of(std::mem::align_of::<ColCache>())
+        (2 * n).next_multiple_of(std::mem::align_of::<ColCache>())
     }
 
     /// A reader whose arrays live in `scratch` (at least
@@ -89,19 +114,37 @@ impl Reader {
         let natts = atts.len();
         let n = natts.max(1);
         let needed = scratch as *mut bool;
+        let missing = scratch.add(n) as *mut bool;
         let cols = scratch.add(Self::cols_at(n)) as *mut ColCache;
         let buf = (cols as *mut u8).add(n * std::mem::size_of::<ColCache>());
-        let buf_stride = Self::buf_stride((*rel).rd_att);
+        let buf_stride = Self::buf_stride((*rel).rd_att, table);
+        let schema_gen = table.schema_gen();
+        let mut has_missing = false;
         for (i, att) in atts.iter().enumerate() {
-            let usable = !att.attisdropped && i < table.ncols();
-            *needed.add(i) = usable;
-            if usable {
+            let stored = !att.attisdropped && table.has_column(arena, i);
+            *needed.add(i) = stored;
+            *missing.add(i) = !att.attisdropped && !stored;
+            has_missing |= *missing.add(i);
+            if stored {
                 std::ptr::write(cols.add(i), table.col_cache(arena, i));
             } else {
                 std::ptr::write_bytes(cols.add(i), 0, 1);
             }
         }
-        let mut r = Reader { cur: Cursor::NEW, last: None, last_depth: 0, natts, needed, cols, buf, buf_stride };
+        let mut r = Reader {
+            cur: Cursor::NEW,
+            last: None,
+            last_depth: 0,
+            natts,
+            needed,
+            missing,
+            has_missing,
+            schema_gen,
+            cols,
+            buf,
+            buf_stride,
+            checked_desc: std::ptr::null_mut(),
+        };
         r.reset(table);
         r
     }
@@ -109,11 +152,33 @@ impl Reader {
     /// Fill only the attributes flagged in `wanted` (one per attribute).
     pub fn restrict(&mut self, wanted: &[bool]) {
         for (i, &w) in wanted.iter().enumerate().take(self.natts) {
-            // SAFETY: needed has natts entries.
+            // SAFETY: needed and missing have natts entries.
             unsafe {
                 *self.needed.add(i) = *self.needed.add(i) && w;
+                *self.missing.add(i) = *self.missing.add(i) && w;
             }
         }
+    }
+
+    /// A writer gave columns to attributes this (live) reader fills with
+    /// their missing values: read those columns from now on.
+    #[cold]
+    fn adopt_new_columns(&mut self, table: &Table) {
+        let arena = shmem::arena();
+        self.schema_gen = table.schema_gen();
+        self.has_missing = false;
+        for i in 0..self.natts {
+            // SAFETY: needed, missing and cols have natts entries.
+            unsafe {
+                if *self.missing.add(i) && table.has_column(arena, i) {
+                    *self.missing.add(i) = false;
+                    *self.needed.add(i) = true;
+                    std::ptr::write(self.cols.add(i), table.col_cache(arena, i));
+                }
+                self.has_missing |= *self.missing.add(i);
+            }
+        }
+        self.reset(table);
     }
 
     /// Read from snapshot `snap` of `table` instead of the live columns.
@@ -319,6 +384,27 @@ impl Reader {
         super::slot::set_stamps(slot, Some(&older));
     }
 
+    /// Values are decoded with the slot's descriptor, which is the
+    /// relation's except while ALTER TABLE rewrites a table (the old rows
+    /// are read with the old descriptor). Refuse to reinterpret stored
+    /// bytes as another type.
+    #[cold]
+    unsafe fn check_desc(&mut self, rel: pg_sys::Relation, table: &Table, desc: pg_sys::TupleDesc) {
+        let arena = shmem::arena();
+        for (i, att) in datum::attrs(desc).iter().enumerate().take(self.natts) {
+            if *self.needed.add(i) && datum::spec_for(att) != table.column(arena, i).spec() {
+                let name = std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr());
+                pgrx::error!(
+                    "anker: stored column {} of \"{}\" does not match attribute \"{}\"",
+                    i + 1,
+                    name.to_string_lossy(),
+                    std::ffi::CStr::from_ptr(att.attname.data.as_ptr()).to_string_lossy()
+                );
+            }
+        }
+        self.checked_desc = desc;
+    }
+
     /// Store the live values of `row` in `slot`, ignoring visibility.
     ///
     /// # Safety
@@ -333,7 +419,16 @@ impl Reader {
     ) {
         let arena = shmem::arena();
         clear_slot(slot);
-        let atts = datum::attrs((*slot).tts_tupleDescriptor);
+        // A frozen reader keeps its missing values: its snapshot predates
+        // the columns.
+        if self.has_missing && !self.cur.is_frozen() && table.schema_gen() != self.schema_gen {
+            self.adopt_new_columns(table);
+        }
+        let desc = (*slot).tts_tupleDescriptor;
+        if desc != self.checked_desc {
+            self.check_desc(rel, table, desc);
+        }
+        let atts = datum::attrs(desc);
         let n = atts.len().min(self.natts);
         let values = std::slice::from_raw_parts_mut((*slot).tts_values, atts.len());
         let nulls = std::slice::from_raw_parts_mut((*slot).tts_isnull, atts.len());
@@ -347,6 +442,10 @@ impl Reader {
                 } else {
                     datum::to_datum_buffered(&atts[i], v, self.buf.add(i * self.buf_stride))
                 }
+            } else if i < n && *self.missing.add(i) {
+                let mut isnull = true;
+                let d = pg_sys::getmissingattr(desc, i as i32 + 1, &mut isnull);
+                (!isnull).then_some(d)
             } else {
                 None
             };
