@@ -10,13 +10,12 @@
 # (engine, regress, isolation, server, pg-suites, kernel, bench);
 # ANKER_REGRESS="setup dml" runs only those pg_regress tests.
 set -uo pipefail
-# Rust backtraces would end up in the DETAIL of errors raised by the extension.
 unset RUST_BACKTRACE RUST_LIB_BACKTRACE
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$ROOT"
 PG_BINDIR=/usr/lib/postgresql/15/bin
 PGXS_TEST=/usr/lib/postgresql/15/lib/pgxs/src/test
-REGRESS_TESTS=(setup types basic scan_node agg_node dml differential mvcc snapshots errors rewrites)
+REGRESS_TESTS=(setup types basic scan_node agg_node dml differential mvcc snapshots errors rewrites compat)
 # ANKER_REGRESS="setup rewrites" runs a subset.
 [ -n "${ANKER_REGRESS:-}" ] && read -ra REGRESS_TESTS <<< "$ANKER_REGRESS"
 PASSED=0
@@ -73,7 +72,9 @@ anker.snapshot_min_rows = 0
 ${EXTRA_CONF:-}
 CONF
     chown -R postgres "$dir"
-    (cd "$dir" && runuser -u postgres -- "$driver" --temp-instance="$dir/tmp_check" \
+    # The servers see RUST_BACKTRACE as a user's environment may set it:
+    # no backtrace may reach an error message.
+    (cd "$dir" && runuser -u postgres -- env RUST_BACKTRACE=1 "$driver" --temp-instance="$dir/tmp_check" \
         --temp-config="$dir/anker.conf" --bindir="$PG_BINDIR" --inputdir="$dir" \
         --outputdir="$dir" --encoding=UTF8 --no-locale "$@" 2>&1) | tee "$dir/run.log"
     local total ok bad

@@ -936,7 +936,7 @@ impl Aggregator {
         let eval = (*qual).evalfunc.expect("compiled expression");
         // SAFETY: a PostgreSQL error in the expression becomes a Rust panic
         // here, unwinding through our frames (no longjmp across them).
-        let d = pg_sys::ffi::pg_guard_ffi_boundary(|| eval(qual, econtext, &mut isnull));
+        let d = crate::pg_raw::catching(|| eval(qual, econtext, &mut isnull));
         pg_sys::CurrentMemoryContext = old;
         self.evaluated += 1;
         if self.evaluated.is_multiple_of(QUAL_RESET_ROWS) {
@@ -1082,7 +1082,7 @@ unsafe fn join_groups(
     let last = key_positions.iter().copied().chain([join_pos]).max().unwrap_or(join_pos);
     let mut rows = 0u64;
     loop {
-        let slot = pg_sys::ExecProcNode(child);
+        let slot = crate::pg_raw::catching(|| crate::pg_raw::exec_proc_node(child));
         if slot.is_null() || (*slot).tts_flags & pg_sys::TTS_FLAG_EMPTY as u16 != 0 {
             break;
         }
@@ -1154,7 +1154,9 @@ unsafe fn to_datum(o: Output) -> Option<pg_sys::Datum> {
 unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::TupleTableSlot {
     let s = ss as *mut State;
     if !(*s).done {
-        aggregate(s);
+        // Errors of the quals and of the joined plan are raised as
+        // PostgreSQL raised them (`pg_raw::catching` below).
+        crate::pg_raw::rethrowing(|| aggregate(s));
         (*s).done = true;
     }
     let slot = (*ss).ss_ScanTupleSlot;
@@ -1171,9 +1173,10 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
     pg_sys::ExecStoreVirtualTuple(slot)
 }
 
-#[pg_guard]
+/// Not guarded: errors of the quals reach the client as raised
+/// (`pg_raw`); `next` is guarded and raises ours itself.
 unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot {
-    pg_sys::ExecScan(&mut (*node).ss, Some(next), Some(recheck))
+    crate::pg_raw::exec_scan(&mut (*node).ss, Some(next), Some(recheck))
 }
 
 #[pg_guard]

@@ -46,3 +46,13 @@ impl<T> OrRaise<T> for Result<T, AllocError> {
         }
     }
 }
+
+/// pgrx appends a Rust backtrace to the DETAIL of every error it converts
+/// when the server's environment sets RUST_BACKTRACE; error messages are
+/// for users, and a backtrace there changes what clients see. For
+/// `Backtrace::capture`, RUST_LIB_BACKTRACE takes precedence over
+/// RUST_BACKTRACE (panics on other threads still print theirs to the log).
+pub fn keep_backtraces_out_of_errors() {
+    // SAFETY: called from _PG_init, before this process starts any thread.
+    unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
+}

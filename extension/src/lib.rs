@@ -15,6 +15,7 @@ mod agg_node;
 mod datum;
 mod error;
 mod guc;
+mod pg_raw;
 mod scan_node;
 mod shmem;
 mod snapshots;
@@ -34,6 +35,7 @@ mod xact_list;
 pub extern "C-unwind" fn _PG_init() {
     // SAFETY: reading a postmaster-set global.
     let preloading = unsafe { pg_sys::process_shared_preload_libraries_in_progress };
+    error::keep_backtraces_out_of_errors();
     guc::define(preloading);
     snapshots::define_guc();
     if !preloading {

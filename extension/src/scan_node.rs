@@ -105,7 +105,9 @@ unsafe fn custom_path_from(seq: *mut pg_sys::Path) -> *mut pg_sys::Path {
     (*cp).path.pathtype = pg_sys::NodeTag::T_CustomScan;
     let run = (*seq).total_cost - (*seq).startup_cost;
     (*cp).path.total_cost = (*seq).startup_cost + run * RUN_COST_FACTOR;
-    (*cp).flags = 0;
+    // Scans run backward too (cursors: FETCH BACKWARD, and WHERE CURRENT OF
+    // needs the scan itself, without a Materialize on top).
+    (*cp).flags = pg_sys::CUSTOMPATH_SUPPORT_BACKWARD_SCAN;
     (*cp).custom_paths = std::ptr::null_mut();
     (*cp).custom_private = std::ptr::null_mut();
     (*cp).methods = &raw const PATH_METHODS;
@@ -171,6 +173,7 @@ unsafe extern "C-unwind" fn plan_path(
     }
     (*cs).scan.plan.qual = quals;
     (*cs).methods = &raw const SCAN_METHODS;
+    (*cs).flags = (*best_path).flags;
     // The attributes the node must fill.
     let mut attrs: *mut pg_sys::Bitmapset = std::ptr::null_mut();
     pg_sys::pull_varattnos(tlist as *mut pg_sys::Node, (*rel).relid, &mut attrs);
@@ -382,9 +385,10 @@ pub(crate) unsafe extern "C-unwind" fn recheck(_ss: *mut pg_sys::ScanState, _slo
     true
 }
 
-#[pg_guard]
+/// Not guarded: errors of the quals reach the client as raised
+/// (`pg_raw`); `next` is guarded and raises ours itself.
 unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot {
-    pg_sys::ExecScan(&mut (*node).ss, Some(next), Some(recheck))
+    crate::pg_raw::exec_scan(&mut (*node).ss, Some(next), Some(recheck))
 }
 
 #[pg_guard]

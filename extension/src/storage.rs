@@ -354,7 +354,10 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
     }
     match event {
         XACT_EVENT_PRE_PREPARE => {
-            if list.iter().any(|p| !matches!(p.kind, PendingKind::TentativeColumn(_))) {
+            // PostgreSQL refuses transactions that touched temporary
+            // objects right after this callback, with its own message.
+            let temp = pg_sys::MyXactFlags & pg_sys::XACT_FLAGS_ACCESSEDTEMPNAMESPACE as i32 != 0;
+            if !temp && list.iter().any(|p| !matches!(p.kind, PendingKind::TentativeColumn(_))) {
                 ereport!(
                     ERROR,
                     PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,

@@ -200,15 +200,24 @@ impl Visibility {
     /// updates one TID names several versions; the one a caller can have
     /// seen is the newest made by a committed transaction or by ours (the
     /// executor builds an UPDATE's new row from it, and a concurrent,
-    /// possibly aborting, in-place update must not leak into that).
+    /// possibly aborting, in-place update must not leak into that) before
+    /// the current command: heap's old TID keeps naming the old version
+    /// after an update, and transition tables (OLD TABLE) and a second
+    /// update of the same row in one command fetch it right after.
     fn any_version(&self, table: &Table, h: &RowHeader, hints: &mut u32) -> Seen {
-        let settled = |xid: u32, flags: u32, hints: &mut u32| {
-            matches!(
-                xid_state(xid, flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, hints),
-                XidState::Committed | XidState::Current
-            )
+        if h.chain == 0 {
+            return Seen::Live;
+        }
+        // SAFETY: plain accessor of transaction state.
+        let command = unsafe { pg_sys::GetCurrentCommandId(false) };
+        let settled = |xid: u32, cid: u32, flags: u32, hints: &mut u32| {
+            match xid_state(xid, flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, hints) {
+                XidState::Committed => true,
+                XidState::Current => cid < command,
+                _ => false,
+            }
         };
-        if h.chain == 0 || settled(h.xmin, h.flags, hints) {
+        if settled(h.xmin, h.cmin, h.flags, hints) {
             return Seen::Live;
         }
         let arena = crate::shmem::arena();
@@ -217,7 +226,7 @@ impl Visibility {
         while cur != 0 {
             // SAFETY: chain links are read inside a reclamation epoch.
             let rec = unsafe { table.undo_rec(arena, cur) };
-            if settled(rec.xmin, rec.xmin_flags, &mut 0) {
+            if settled(rec.xmin, rec.cmin, rec.xmin_flags, &mut 0) {
                 return Seen::Older(k);
             }
             k += 1;

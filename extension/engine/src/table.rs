@@ -255,6 +255,10 @@ pub mod flag {
     pub const HAS_LINKS: u32 = 1 << 12;
     /// The row was moved to another partition by an UPDATE.
     pub const MOVED: u32 = 1 << 13;
+    /// `xmax` updated the row without changing a key column (heap's
+    /// NO KEY UPDATE, no `HEAP_KEYS_UPDATED`): KEY SHARE lockers need not
+    /// wait for it. Never set for deletes.
+    pub const KEYS_KEPT: u32 = 1 << 14;
     /// Bits 16..32 count modifications: readers of live rows compare
     /// `flags & SEQ_CHECK` before and after reading values.
     pub const SEQ_SHIFT: u32 = 16;

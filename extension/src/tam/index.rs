@@ -206,10 +206,11 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
         reltuples += 1.0;
         pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
         reader.fill(table_rel, table, row, slot, Some(&h));
-        if !predicate.is_null() && !pg_sys::ExecQual(predicate, econtext) {
+        // (no destructors pending here: see `pg_raw`)
+        if !crate::pg_raw::exec_qual(predicate, econtext) {
             continue;
         }
-        pg_sys::FormIndexDatum(index_info, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
+        crate::pg_raw::form_index_datum(index_info, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
         let mut tid = pg_sys::ItemPointerData::default();
         row_to_tid(row, &mut tid);
         callback(index_rel, &mut tid, values.as_mut_ptr(), isnull.as_mut_ptr(), alive, callback_state);
@@ -259,6 +260,12 @@ pub unsafe extern "C-unwind" fn index_validate_scan(
         (*state).itups += 1.0;
     }
     indexed.sort_unstable();
+    // In statement memory, not a Vec: user expressions below may longjmp.
+    let indexed = {
+        let copy = pg_sys::palloc(indexed.len().max(1) * std::mem::size_of::<u64>()) as *mut u64;
+        std::ptr::copy_nonoverlapping(indexed.as_ptr(), copy, indexed.len());
+        std::slice::from_raw_parts(copy, indexed.len())
+    };
     let estate = pg_sys::CreateExecutorState();
     let econtext = pg_sys::MakePerTupleExprContext(estate);
     let slot = pg_sys::table_slot_create(table_rel, std::ptr::null_mut());
@@ -285,10 +292,11 @@ pub unsafe extern "C-unwind" fn index_validate_scan(
         if indexed.binary_search(&row).is_ok() {
             continue;
         }
-        if !predicate.is_null() && !pg_sys::ExecQual(predicate, econtext) {
+        // (no destructors pending here: see `pg_raw`)
+        if !crate::pg_raw::exec_qual(predicate, econtext) {
             continue;
         }
-        pg_sys::FormIndexDatum(index_info, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
+        crate::pg_raw::form_index_datum(index_info, slot, estate, values.as_mut_ptr(), isnull.as_mut_ptr());
         let mut tid = pg_sys::ItemPointerData::default();
         row_to_tid(row, &mut tid);
         pg_sys::index_insert(index_rel, values.as_mut_ptr(), isnull.as_mut_ptr(), &mut tid, table_rel, unique, false, index_info);

@@ -150,9 +150,12 @@ unsafe fn insert_slots(
     let row_refs: Vec<&[_]> = rows.iter().map(|r| r.as_slice()).collect();
     let mut ids = Vec::with_capacity(slots.len());
     table.insert_rows(arena, &row_refs, &blobs, xid, cid, flags, token, &mut ids).or_raise();
+    // RETURNING may read the new rows' system columns.
+    let stamps = RowHeader { xmin: xid, cmin: cid, ..Default::default() };
     for (k, &slot) in slots.iter().enumerate() {
         (*slot).tts_tableOid = (*rel).rd_id;
         row_to_tid(ids[k], &mut (*slot).tts_tid);
+        super::slot::set_stamps(slot, Some(&stamps));
     }
     pg_sys::pgstat_count_heap_insert(rel, slots.len() as i64);
 }
@@ -323,12 +326,30 @@ unsafe fn locked_by_us(h: &RowHeader) -> bool {
 /// in place after it was taken counts as updated by a committed
 /// transaction (the caller saw an older version), unless we have since
 /// locked the newest one.
-unsafe fn obstacle(h: &RowHeader, cid: u32, mode: u32, oper: pg_sys::XLTW_Oper::Type, vis: Option<&Visibility>) -> Obstacle {
+///
+/// KEY SHARE is compatible with updates that keep every key column, as in
+/// heap: with in-place updates (which never change an indexed column) and
+/// with updates at a new row id flagged `KEYS_KEPT`, running or committed.
+///
+/// `successor`: the row is a newer version reached by following an update
+/// whose older version we just locked; its creator is not judged (heap's
+/// `heap_lock_updated_tuple`), except that an aborted one ends the chain.
+unsafe fn obstacle(
+    h: &RowHeader,
+    cid: u32,
+    mode: u32,
+    oper: pg_sys::XLTW_Oper::Type,
+    vis: Option<&Visibility>,
+    successor: bool,
+) -> Obstacle {
     let mut hints = 0;
     let in_place = h.chain != 0;
+    let key_share = mode == LockTupleKeyShare;
     match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut hints) {
         XidState::Aborted if in_place => return Obstacle::Repair(h.xmin),
         XidState::Aborted => return Obstacle::Invisible,
+        _ if successor => {}
+        XidState::InProgress if in_place && key_share => {}
         XidState::InProgress if in_place => return Obstacle::Running(vec![h.xmin], oper),
         XidState::InProgress => return Obstacle::Invisible,
         XidState::Current if h.cmin >= cid => {
@@ -337,11 +358,13 @@ unsafe fn obstacle(h: &RowHeader, cid: u32, mode: u32, oper: pg_sys::XLTW_Oper::
         _ => {}
     }
     if h.xmax != 0 {
+        let keys_kept = key_share && h.flags & flag::KEYS_KEPT != 0;
         match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, &mut hints) {
             XidState::Aborted => {}
             XidState::Current => {
                 return if h.cmax >= cid { Obstacle::SelfModified(h.xmax, h.cmax) } else { Obstacle::Invisible };
             }
+            XidState::InProgress | XidState::Committed if keys_kept => {}
             XidState::InProgress => return Obstacle::Running(vec![h.xmax], oper),
             XidState::Committed => return Obstacle::Committed { deleted: h.flags & flag::UPDATED == 0 },
         }
@@ -351,7 +374,7 @@ unsafe fn obstacle(h: &RowHeader, cid: u32, mode: u32, oper: pg_sys::XLTW_Oper::
         return Obstacle::Running(lockers, oper);
     }
     if let Some(vis) = vis {
-        if in_place && !vis.live_visible(h, &mut 0) && !locked_by_us(h) {
+        if in_place && !key_share && !successor && !vis.live_visible(h, &mut 0) && !locked_by_us(h) {
             return Obstacle::Committed { deleted: false };
         }
     }
@@ -434,7 +457,7 @@ unsafe fn claim(
     let vis = mvcc(snapshot);
     loop {
         let h = header_of(table, row, what);
-        match obstacle(&h, cid, mode, oper, vis.as_ref()) {
+        match obstacle(&h, cid, mode, oper, vis.as_ref(), false) {
             Obstacle::Invisible => invisible(what),
             Obstacle::SelfModified(x, c) => {
                 fill_failure(tmfd, row, &h, Some((x, c)));
@@ -492,7 +515,7 @@ pub unsafe extern "C-unwind" fn tuple_delete(
         let change = RowChange {
             xmax: Some((xid, cid)),
             set_flags: if changing_part { flag::MOVED } else { 0 },
-            clear_flags: flag::LOCKER_MULTI | flag::LOCK_MODE_MASK | flag::UPDATED,
+            clear_flags: flag::LOCKER_MULTI | flag::LOCK_MODE_MASK | flag::UPDATED | flag::KEYS_KEPT,
             locker: Some(0),
             ..Default::default()
         };
@@ -687,9 +710,11 @@ pub unsafe extern "C-unwind" fn tuple_update(
     // after the update: it must still be there, so such tables (which
     // includes foreign-key tables) keep the new-row-id path.
     let trigdesc = (*rel).trigdesc;
-    let in_place_allowed = trigdesc.is_null() || !(*trigdesc).trig_update_after_row;
+    let in_place_allowed = (trigdesc.is_null() || !(*trigdesc).trig_update_after_row)
+        && *(&raw const LAST_PLAIN_LOCK) != Some((table.key, row, cid));
     let mut changes = Vec::with_capacity(natts);
     let mut blobs = vec![];
+    let mut keys_kept;
     loop {
         let mode = if changes_any(table, row, &new_values, &key_cols) { LockTupleExclusive } else { LockTupleNoKeyExclusive };
         *lockmode = mode;
@@ -716,6 +741,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
             }
             (*slot).tts_tableOid = (*rel).rd_id;
             row_to_tid(row, &mut (*slot).tts_tid);
+            super::slot::set_stamps(slot, Some(&RowHeader { xmin: xid, cmin: cid, ..Default::default() }));
             *update_indexes = false;
             // PostgreSQL counts every update as a dead tuple; an in-place
             // update leaves none (its undo record is collected once no
@@ -727,7 +753,14 @@ pub unsafe extern "C-unwind" fn tuple_update(
         }
         // An indexed column changes: a new version at a new row id, so that
         // index entries pointing here keep naming the old key's row.
-        let change = RowChange { xmax: Some((xid, cid)), clear_flags: flag::UPDATED | flag::MOVED, ..Default::default() };
+        keys_kept = mode == LockTupleNoKeyExclusive;
+        let set_flags = if keys_kept { flag::KEYS_KEPT } else { 0 };
+        let change = RowChange {
+            xmax: Some((xid, cid)),
+            set_flags,
+            clear_flags: (flag::UPDATED | flag::MOVED | flag::KEYS_KEPT) & !set_flags,
+            ..Default::default()
+        };
         if !table.modify_row(arena, row, &h, &change).or_raise() {
             continue;
         }
@@ -735,13 +768,32 @@ pub unsafe extern "C-unwind" fn tuple_update(
     }
     // Write the new version, then link the old row to it. Should this fail
     // (out of memory), the transaction aborts and our xmax is ignored.
+    // A key-keeping update hands the old row's (KEY SHARE) lockers on to
+    // the new version, as heap does: a later delete of it must wait for
+    // them. The new row is ours alone until linked, so its locker can be
+    // brought up to date while lockers come and go on the old one.
     blobs.clear();
     table.prepare_blobs(arena, &new_values, &mut blobs).or_raise();
     let mut ids = Vec::with_capacity(1);
+    let mut carried = (0, 0);
     table.insert_rows(arena, &[&new_values], &blobs, xid, cid, 0, 0, &mut ids).or_raise();
     let new_row = ids[0];
     loop {
         let h = header_of(table, row, "update");
+        let lockers = if keys_kept && h.locker != 0 { (h.locker, h.flags & (flag::LOCKER_MULTI | flag::LOCK_MODE_MASK)) } else { (0, 0) };
+        if lockers != carried {
+            let new_h = header_of(table, new_row, "update");
+            let change = RowChange {
+                locker: Some(lockers.0),
+                set_flags: lockers.1,
+                clear_flags: (flag::LOCKER_MULTI | flag::LOCK_MODE_MASK) & !lockers.1,
+                ..Default::default()
+            };
+            if !table.modify_row(arena, new_row, &new_h, &change).or_raise() {
+                continue;
+            }
+            carried = lockers;
+        }
         let change = RowChange { next: Some(new_row), set_flags: flag::UPDATED, ..Default::default() };
         if table.modify_row(arena, row, &h, &change).or_raise() {
             break;
@@ -749,6 +801,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
     }
     (*slot).tts_tableOid = (*rel).rd_id;
     row_to_tid(new_row, &mut (*slot).tts_tid);
+    super::slot::set_stamps(slot, Some(&RowHeader { xmin: xid, cmin: cid, ..Default::default() }));
     *update_indexes = true;
     arena.count(anker_engine::stats::NEW_ROW_UPDATES, 1);
     pg_sys::pgstat_count_heap_update(rel, false);
@@ -795,6 +848,87 @@ unsafe fn add_lock(h: &RowHeader, mode: u32) -> Option<(u32, u32, u32)> {
     Some((multi.into(), flag::LOCKER_MULTI, flag::LOCK_MODE_MASK))
 }
 
+/// The row (table, row id, command id) last locked without flags: the lock
+/// INSERT ... ON CONFLICT DO UPDATE takes before updating the row. That
+/// update goes to a new row id, never in place, so that the same command
+/// meeting the row again (a second input row with the same key) finds a
+/// version its own command created, which tuple_lock reports as invisible
+/// and PostgreSQL as "ON CONFLICT DO UPDATE command cannot affect row a
+/// second time" (SQLSTATE 21000). Updated in place, the row would read as
+/// updated by the current command, which ON CONFLICT does not expect.
+static mut LAST_PLAIN_LOCK: Option<(anker_engine::table::TableKey, u64, u32)> = None;
+
+/// Add our lock in `mode` to `row` (header `h`); false if the row changed
+/// meanwhile.
+unsafe fn lock_row(table: &Table, row: u64, h: &RowHeader, mode: u32) -> bool {
+    let Some((locker, set, clear)) = add_lock(h, mode) else { return true };
+    let change = RowChange { locker: Some(locker), set_flags: set, clear_flags: clear & !set, ..Default::default() };
+    table.modify_row(shmem::arena(), row, h, &change).or_raise()
+}
+
+/// After a KEY SHARE lock on `row`: lock the newer versions that
+/// key-keeping updates made of it too (heap's `heap_lock_updated_tuple`),
+/// so that whoever later deletes them, or changes their key, waits for us.
+unsafe fn lock_successors(
+    rel: pg_sys::Relation,
+    table: &Table,
+    row: u64,
+    cid: u32,
+    wait_policy: pg_sys::LockWaitPolicy::Type,
+    tmfd: *mut pg_sys::TM_FailureData,
+) -> Result<(), pg_sys::TM_Result::Type> {
+    let arena = shmem::arena();
+    let mut cur = row;
+    loop {
+        let h = header_of(table, cur, "lock");
+        let followed = flag::UPDATED | flag::KEYS_KEPT;
+        if h.xmax == 0 || h.flags & followed != followed || h.flags & flag::MOVED != 0 || h.next >= table.nrows() {
+            return Ok(());
+        }
+        if xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, &mut 0) == XidState::Aborted {
+            return Ok(());
+        }
+        let next = h.next;
+        loop {
+            let hn = header_of(table, next, "lock");
+            match obstacle(&hn, cid, LockTupleKeyShare, pg_sys::XLTW_Oper::XLTW_LockUpdated, None, true) {
+                // its creator aborted: the version we locked is the last one
+                Obstacle::Invisible | Obstacle::SelfModified(..) => return Ok(()),
+                Obstacle::Repair(xid) => {
+                    table.undo_update(arena, next, xid);
+                    continue;
+                }
+                Obstacle::Running(xids, oper) => {
+                    match wait_policy {
+                        pg_sys::LockWaitPolicy::LockWaitSkip => {
+                            fill_failure(tmfd, next, &hn, None);
+                            return Err(TM_WouldBlock);
+                        }
+                        pg_sys::LockWaitPolicy::LockWaitError => lock_not_available(rel),
+                        _ => wait_for(&xids, rel, next, oper),
+                    }
+                    continue;
+                }
+                Obstacle::Committed { deleted } => {
+                    fill_failure(tmfd, next, &hn, None);
+                    return Err(if deleted { TM_Deleted } else { TM_Updated });
+                }
+                Obstacle::None => {
+                    if lock_row(table, next, &hn, LockTupleKeyShare) {
+                        break;
+                    }
+                }
+            }
+        }
+        cur = next;
+    }
+}
+
+unsafe fn lock_not_available(rel: pg_sys::Relation) -> ! {
+    let name = std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()).to_string_lossy();
+    ereport!(ERROR, PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, format!("could not obtain lock on row in relation \"{name}\""));
+}
+
 #[pg_guard]
 pub unsafe extern "C-unwind" fn tuple_lock(
     rel: pg_sys::Relation,
@@ -816,10 +950,21 @@ pub unsafe extern "C-unwind" fn tuple_lock(
     let vis = if xact_snapshot { mvcc(snapshot) } else { None };
     let mut row = tid_to_row(tid).unwrap_or(u64::MAX);
     let mut traversed = false;
+    if flags == 0 {
+        // INSERT ... ON CONFLICT DO UPDATE (or a BEFORE ROW trigger under
+        // REPEATABLE READ) locks the row it is about to update.
+        *(&raw mut LAST_PLAIN_LOCK) = Some((table.key, row, cid));
+    }
     loop {
         let h = header_of(table, row, "lock");
-        match obstacle(&h, cid, mode, pg_sys::XLTW_Oper::XLTW_Lock, vis.as_ref()) {
-            Obstacle::Invisible => invisible("lock"),
+        match obstacle(&h, cid, mode, pg_sys::XLTW_Oper::XLTW_Lock, vis.as_ref(), false) {
+            Obstacle::Invisible => {
+                // ON CONFLICT DO UPDATE turns this into "cannot affect row a
+                // second time" when the row is ours: it reads xmin from the slot.
+                let any = &raw mut pg_sys::SnapshotAnyData;
+                super::scan::fetch_into(rel, table, row, &Visibility::new(any), slot);
+                return TM_Invisible;
+            }
             Obstacle::SelfModified(x, c) => {
                 fill_failure(tmfd, row, &h, Some((x, c)));
                 (*tmfd).traversed = traversed;
@@ -831,14 +976,7 @@ pub unsafe extern "C-unwind" fn tuple_lock(
                         fill_failure(tmfd, row, &h, None);
                         return TM_WouldBlock;
                     }
-                    pg_sys::LockWaitPolicy::LockWaitError => {
-                        let name = std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()).to_string_lossy();
-                        ereport!(
-                            ERROR,
-                            PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
-                            format!("could not obtain lock on row in relation \"{name}\"")
-                        );
-                    }
+                    pg_sys::LockWaitPolicy::LockWaitError => lock_not_available(rel),
                     _ => wait_for(&xids, rel, row, oper),
                 }
                 continue;
@@ -868,13 +1006,16 @@ pub unsafe extern "C-unwind" fn tuple_lock(
                 }
             }
         }
-        if let Some((locker, set, clear)) = add_lock(&h, mode) {
-            let change = RowChange { locker: Some(locker), set_flags: set, clear_flags: clear & !set, ..Default::default() };
-            if !table.modify_row(arena, row, &h, &change).or_raise() {
-                continue;
-            }
+        if !lock_row(table, row, &h, mode) {
+            continue;
         }
         break;
+    }
+    if mode == LockTupleKeyShare {
+        if let Err(r) = lock_successors(rel, table, row, cid, wait_policy, tmfd) {
+            (*tmfd).traversed = traversed;
+            return r;
+        }
     }
     // Like heap, report the version we locked through `tid`: the executor
     // retries its UPDATE or DELETE there.

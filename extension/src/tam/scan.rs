@@ -587,6 +587,11 @@ pub unsafe extern "C-unwind" fn scan_begin(
     let table = table_of(rel);
     let nrows = if pscan.is_null() { table.nrows() } else { (*(pscan as *mut ParallelScan)).nrows };
     super::modify::predicate_lock_relation(rel, snapshot);
+    if flags & pg_sys::ScanOptions::SO_TYPE_SEQSCAN != 0 {
+        if let Some(c) = table_counts(rel) {
+            c.t_numscans += 1;
+        }
+    }
     let d = pg_sys::palloc0(std::mem::size_of::<ScanDesc>()) as *mut ScanDesc;
     std::ptr::write(
         d,
@@ -735,6 +740,40 @@ pub unsafe fn getnext(
     direction: pg_sys::ScanDirection::Type,
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
+    let found = next_visible(scan, direction, slot);
+    if found {
+        count_returned((*scan).rs_rd, 1);
+    }
+    found
+}
+
+/// The table's statistics counters for this transaction (PostgreSQL 15's
+/// `pgstat_count_heap_*` are macros over them), if statistics are kept.
+unsafe fn table_counts(rel: pg_sys::Relation) -> Option<&'static mut pg_sys::PgStat_TableCounts> {
+    if (*rel).pgstat_info.is_null() {
+        if !(*rel).pgstat_enabled {
+            return None;
+        }
+        pg_sys::pgstat_assoc_relation(rel);
+        if (*rel).pgstat_info.is_null() {
+            return None;
+        }
+    }
+    Some(&mut (*(*rel).pgstat_info).t_counts)
+}
+
+/// `pg_stat_*_tables.seq_tup_read`: rows a sequential scan returned.
+pub unsafe fn count_returned(rel: pg_sys::Relation, n: u64) {
+    if let Some(c) = table_counts(rel) {
+        c.t_tuples_returned += n as i64;
+    }
+}
+
+unsafe fn next_visible(
+    scan: pg_sys::TableScanDesc,
+    direction: pg_sys::ScanDirection::Type,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
     let d = desc(scan);
     let forward = direction != pg_sys::ScanDirection::BackwardScanDirection;
     // Block summaries need whole blocks in order: forward scans of the
@@ -819,6 +858,7 @@ pub unsafe fn scan_rows(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTab
     let rows_per_block = 1u64 << SUMMARY_ROWS_SHIFT;
     d.started = true;
     let mut block = 0;
+    let mut returned = 0;
     while block * rows_per_block < d.end {
         pg_sys::check_for_interrupts!();
         let lo = block * rows_per_block;
@@ -827,6 +867,7 @@ pub unsafe fn scan_rows(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTab
         d.start_block(block);
         if d.blk_fast {
             sink.clean(&mut d.reader, table, lo..hi);
+            returned += hi - lo;
         } else {
             // Rows run..row are visible at their frozen version, not yet handed out.
             let mut run = lo;
@@ -838,22 +879,26 @@ pub unsafe fn scan_rows(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTab
                 }
                 if run < row {
                     sink.checked(&mut d.reader, table, run..row);
+                    returned += row - run;
                 }
                 run = row + 1;
                 if let Some((h, seen)) = judged {
                     if d.reader.materialize(d.base.rs_rd, table, row, &h, seen, slot) {
                         sink.row(slot);
+                        returned += 1;
                     }
                 }
             }
             if run < hi {
                 sink.checked(&mut d.reader, table, run..hi);
+                returned += hi - run;
             }
         }
         d.finish_block();
         block += 1;
     }
     d.cur = d.end as i64;
+    count_returned(d.base.rs_rd, returned);
 }
 
 impl ScanDesc {

@@ -1,0 +1,80 @@
+-- Behaviour PostgreSQL's own suites check that anker once got wrong; each
+-- block is compared with heap where the answer is not obvious.
+
+-- ON CONFLICT DO UPDATE affecting a row twice: SQLSTATE 21000, whether the
+-- row was inserted by the same command or updated by it
+CREATE TABLE oc (k int PRIMARY KEY, v text) USING anker;
+\set VERBOSITY sqlstate
+INSERT INTO oc VALUES (1, 'a'), (1, 'b') ON CONFLICT (k) DO UPDATE SET v = excluded.v;
+INSERT INTO oc VALUES (1, 'a');
+INSERT INTO oc VALUES (1, 'b'), (1, 'c') ON CONFLICT (k) DO UPDATE SET v = excluded.v;
+\set VERBOSITY default
+INSERT INTO oc VALUES (1, 'b'), (2, 'c') ON CONFLICT (k) DO UPDATE SET v = excluded.v;
+SELECT * FROM oc ORDER BY k;
+
+-- RETURNING system columns of new and updated rows
+INSERT INTO oc VALUES (3, 'd') RETURNING k, xmin = xid(pg_current_xact_id()) AS own, cmin;
+UPDATE oc SET v = 'e' WHERE k = 3 RETURNING k, xmin = xid(pg_current_xact_id()) AS own, xmax;
+INSERT INTO oc VALUES (3, 'f') ON CONFLICT (k) DO UPDATE SET v = excluded.v
+  RETURNING k, v, xmin = xid(pg_current_xact_id()) AS own;
+
+-- OLD TABLE of a statement trigger holds the rows as they were before an
+-- in-place UPDATE, also when the trigger sits on a partitioned parent
+CREATE FUNCTION show_transition() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE NOTICE 'old: %, new: %',
+    (SELECT string_agg(o::text, ' ' ORDER BY o) FROM old_rows o),
+    (SELECT string_agg(n::text, ' ' ORDER BY n) FROM new_rows n);
+  RETURN NULL;
+END $$;
+CREATE TABLE tr (id int PRIMARY KEY, v int) USING anker;
+INSERT INTO tr VALUES (1, 10), (2, 20);
+CREATE TRIGGER tr_show AFTER UPDATE ON tr REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION show_transition();
+UPDATE tr SET v = v + 1;
+CREATE TABLE trp (id int, v int) PARTITION BY RANGE (id);
+CREATE TABLE trp1 PARTITION OF trp FOR VALUES FROM (0) TO (100) USING anker;
+INSERT INTO trp VALUES (1, 10), (2, 20);
+CREATE TRIGGER trp_show AFTER UPDATE ON trp REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION show_transition();
+UPDATE trp SET v = v * 2;
+SELECT * FROM trp ORDER BY id;
+
+-- cursors scan backward, and WHERE CURRENT OF works on SCROLL cursors
+CREATE TABLE cur (id int, v text) USING anker;
+INSERT INTO cur SELECT g, 'v' || g FROM generate_series(1, 5) g;
+BEGIN;
+DECLARE c1 CURSOR FOR SELECT id FROM cur;
+FETCH 3 FROM c1;
+FETCH BACKWARD 2 FROM c1;
+DECLARE c2 SCROLL CURSOR FOR SELECT id, v FROM cur;
+FETCH LAST FROM c2;
+FETCH PRIOR FROM c2;
+UPDATE cur SET v = 'updated' WHERE CURRENT OF c2;
+SELECT is_scrollable FROM pg_cursors WHERE name = 'c1';
+COMMIT;
+SELECT * FROM cur ORDER BY id;
+
+-- sequential scans count in pg_stat_*_tables
+CREATE TABLE st (a int) USING anker;
+INSERT INTO st SELECT generate_series(1, 100);
+SELECT pg_stat_force_next_flush();
+SELECT count(*) FROM st;
+SELECT sum(a) FROM st WHERE a > 90;
+SELECT * FROM st WHERE a = 50;
+SELECT pg_stat_force_next_flush();
+SELECT seq_scan, seq_tup_read FROM pg_stat_user_tables WHERE relname = 'st';
+
+-- an error raised by user code keeps its CONTEXT: in a WHERE clause (of
+-- AnkerScan and of AnkerAgg) and in an index expression
+CREATE FUNCTION boom(x int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS 'BEGIN RETURN 1 / (x - 3); END';
+SELECT * FROM st WHERE boom(a) > 0;
+SELECT count(*) FROM st WHERE boom(a) > 0;
+CREATE INDEX ON st (boom(a));
+
+-- PREPARE TRANSACTION on a temporary anker table: PostgreSQL's own error
+BEGIN;
+CREATE TEMP TABLE tmp_px (a int) USING anker;
+PREPARE TRANSACTION 'px';
+DROP TABLE oc, tr, trp, cur, st;
+DROP FUNCTION show_transition(), boom(int);
