@@ -72,6 +72,40 @@ SELECT * FROM st WHERE boom(a) > 0;
 SELECT count(*) FROM st WHERE boom(a) > 0;
 CREATE INDEX ON st (boom(a));
 
+-- two-phase commit of transactions that create, truncate and drop anker
+-- tables: the storage follows COMMIT/ROLLBACK PREPARED
+SELECT count(*) AS tables_before FROM anker.tables \gset
+BEGIN;
+CREATE TABLE px1 (a int) USING anker;
+INSERT INTO px1 VALUES (1), (2);
+PREPARE TRANSACTION 'px_create';
+BEGIN;
+CREATE TABLE px2 (a int) USING anker;
+INSERT INTO px2 VALUES (3);
+PREPARE TRANSACTION 'px_rollback';
+COMMIT PREPARED 'px_create';
+ROLLBACK PREPARED 'px_rollback';
+SELECT * FROM px1 ORDER BY a;
+SELECT count(*) - :tables_before AS tables_added FROM anker.tables;
+BEGIN;
+TRUNCATE px1;
+INSERT INTO px1 VALUES (9);
+PREPARE TRANSACTION 'px_truncate';
+ROLLBACK PREPARED 'px_truncate';
+SELECT * FROM px1 ORDER BY a;
+BEGIN;
+TRUNCATE px1;
+INSERT INTO px1 VALUES (9);
+PREPARE TRANSACTION 'px_truncate';
+COMMIT PREPARED 'px_truncate';
+SELECT * FROM px1 ORDER BY a;
+SELECT count(*) - :tables_before AS tables_added FROM anker.tables;
+BEGIN;
+DROP TABLE px1;
+PREPARE TRANSACTION 'px_drop';
+COMMIT PREPARED 'px_drop';
+SELECT count(*) - :tables_before AS tables_added FROM anker.tables;
+
 -- PREPARE TRANSACTION on a temporary anker table: PostgreSQL's own error
 BEGIN;
 CREATE TEMP TABLE tmp_px (a int) USING anker;

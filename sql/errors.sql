@@ -4,10 +4,6 @@
 CREATE TABLE e (id int, t text) USING anker;
 INSERT INTO e SELECT g, 'row ' || g FROM generate_series(1, 100) g;
 
--- unsupported operations
-BEGIN;
-CREATE TABLE e2 (a int) USING anker;
-PREPARE TRANSACTION 'anker_ddl';
 SELECT count(*), sum(id) FROM e;
 
 

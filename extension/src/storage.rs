@@ -26,7 +26,6 @@ use crate::xact_list::XactList;
 use anker_engine::arena::Off;
 use anker_engine::table::{ColumnState, Table, TableKey};
 use pgrx::prelude::*;
-use pgrx::PgSqlErrorCode;
 
 /// What `rd_amcache` holds for an anker relation: the engine table, and a
 /// reader for single-row fetches whose scratch memory follows the struct in
@@ -345,30 +344,67 @@ fn undo_pending(p: Pending) {
     }
 }
 
+/// PREPARE TRANSACTION: storage this transaction created or dropped is
+/// marked with its xid; its fate is decided when COMMIT PREPARED or
+/// ROLLBACK PREPARED (in any session) has finished it
+/// ([`settle_prepared_tables`]). Storage both created and dropped here is
+/// gone either way. Tentative columns stay tentative: treated as permanent,
+/// never replaced.
+fn prepare(list: &mut XactList<Pending>) {
+    let arena = shmem::arena();
+    // SAFETY: plain accessor; a transaction that wrote anything has an xid.
+    let xid: u32 = unsafe { pg_sys::GetTopTransactionIdIfAny() }.into();
+    let records = list.take_all();
+    let created = |k: &TableKey| records.iter().any(|p| p.kind == PendingKind::Created && p.key == *k);
+    for p in &records {
+        match p.kind {
+            PendingKind::Dropped if created(&p.key) => free_storage(&p.key),
+            PendingKind::Dropped => {
+                shmem::directory().mark_prepared(arena, &p.key, xid, true);
+            }
+            PendingKind::Created if !records.iter().any(|q| q.kind == PendingKind::Dropped && q.key == p.key) => {
+                shmem::directory().mark_prepared(arena, &p.key, xid, false);
+            }
+            PendingKind::DroppedDatabase => {
+                // DROP DATABASE cannot run inside a transaction block.
+                free_database(p.key[1]);
+            }
+            PendingKind::Created | PendingKind::TentativeColumn(_) => {}
+        }
+    }
+}
+
+/// Settle the storage of prepared transactions that have ended since.
+fn settle_prepared_tables() {
+    let arena = shmem::arena();
+    let dir = shmem::directory();
+    for (key, xid) in dir.prepared_tables(arena) {
+        // SAFETY: clog lookups of a transaction id that has been assigned.
+        unsafe {
+            if pg_sys::TransactionIdIsInProgress(xid.into()) {
+                continue;
+            }
+            let committed = pg_sys::TransactionIdDidCommit(xid.into());
+            dir.settle_prepared(arena, &key, xid, committed);
+        }
+    }
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
     use pg_sys::XactEvent::*;
+    // COMMIT PREPARED and ROLLBACK PREPARED end a prepared transaction
+    // within the statement; the next transaction end, here or anywhere,
+    // settles what it created or dropped.
+    if event == XACT_EVENT_COMMIT && shmem::is_loaded() {
+        settle_prepared_tables();
+    }
     let list = pending();
     if list.is_empty() {
         return;
     }
     match event {
-        XACT_EVENT_PRE_PREPARE => {
-            // PostgreSQL refuses transactions that touched temporary
-            // objects right after this callback, with its own message.
-            let temp = pg_sys::MyXactFlags & pg_sys::XACT_FLAGS_ACCESSEDTEMPNAMESPACE as i32 != 0;
-            if !temp && list.iter().any(|p| !matches!(p.kind, PendingKind::TentativeColumn(_))) {
-                ereport!(
-                    ERROR,
-                    PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                    "cannot PREPARE a transaction that created, truncated, rewrote or dropped anker tables"
-                );
-            }
-            // A prepared transaction's tentative columns stay tentative:
-            // treated as permanent, never replaced (ROLLBACK PREPARED runs
-            // in another backend and cannot reach this list).
-            list.clear();
-        }
+        XACT_EVENT_PRE_PREPARE => prepare(list),
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => {
             for p in list.take_all() {
                 match p.kind {

@@ -28,10 +28,6 @@ impl<T> XactList<T> {
         self.entries.is_empty()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &T> {
-        self.entries.iter().map(|(_, x)| x)
-    }
-
     /// Add `item` for the current (sub)transaction.
     pub fn push(&mut self, item: T) {
         self.entries.push((nest_level(), item));

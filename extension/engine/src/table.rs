@@ -430,6 +430,12 @@ pub struct Table {
     pub(crate) ncols: AtomicU32,
     /// Incremented whenever a column is added or replaced.
     schema_gen: AtomicU32,
+    /// A prepared transaction (two-phase commit) that created or dropped
+    /// this storage; 0 if none. See [`Directory::mark_prepared`].
+    prepared_xid: AtomicU32,
+    /// 1: free the storage if `prepared_xid` commits (it dropped it);
+    /// 0: free it if that transaction aborts (it created it).
+    prepared_drop: AtomicU32,
     /// Incremented by every snapshot of this table.
     pub snap_epoch: AtomicU32,
     /// `[AtomicU64; MAX_COLUMNS]`: offsets of the [`Column`]s.
@@ -484,6 +490,8 @@ impl Table {
             (*t).free_count = AtomicU64::new(0);
             (*t).ncols = AtomicU32::new(0);
             (*t).schema_gen = AtomicU32::new(0);
+            (*t).prepared_xid = AtomicU32::new(0);
+            (*t).prepared_drop = AtomicU32::new(0);
             (*t).snap_epoch = AtomicU32::new(1);
             (*t).retired = AtomicU64::new(NULL_OFF);
             (*t).cow_gen = AtomicU64::new(0);
@@ -1437,6 +1445,8 @@ pub struct Directory {
     lock: SpinLock,
     capacity: u32,
     count: u32,
+    /// Tables whose fate a prepared transaction decides.
+    prepared: AtomicU32,
     slots: Off,
     /// Header pages of the tables and the slot array itself.
     pub owner: PageOwner,
@@ -1479,6 +1489,7 @@ impl Directory {
             (*d).lock.init();
             (*d).capacity = capacity;
             (*d).count = 0;
+            (*d).prepared = AtomicU32::new(0);
             (*d).slots = off + std::mem::size_of::<Directory>().next_multiple_of(64) as u64;
             (*d).owner.adopt(&tmp);
         }
@@ -1592,6 +1603,49 @@ impl Directory {
     pub fn len(&self) -> usize {
         let _g = self.lock.lock();
         self.count as usize
+    }
+
+    /// Two-phase commit: the storage under `key` was created (`dropped`
+    /// false) or dropped by prepared transaction `xid`, which another
+    /// session will commit or roll back. Whoever next sees `xid` finished
+    /// calls [`settle_prepared`](Self::settle_prepared). False if there is
+    /// no such table.
+    pub fn mark_prepared(&self, arena: &Arena, key: &TableKey, xid: u32, dropped: bool) -> bool {
+        let Some(t) = self.lookup(arena, key) else { return false };
+        t.prepared_drop.store(dropped as u32, Ordering::Relaxed);
+        if t.prepared_xid.swap(xid, Ordering::AcqRel) == 0 {
+            self.prepared.fetch_add(1, Ordering::AcqRel);
+        }
+        true
+    }
+
+    /// Tables waiting for a prepared transaction: `(key, xid)` pairs (none,
+    /// cheaply, in the common case).
+    pub fn prepared_tables(&self, arena: &Arena) -> Vec<(TableKey, u32)> {
+        if self.prepared.load(Ordering::Acquire) == 0 {
+            return vec![];
+        }
+        let mut out = vec![];
+        self.for_each(arena, |t| {
+            let xid = t.prepared_xid.load(Ordering::Acquire);
+            if xid != 0 {
+                out.push((t.key, xid));
+            }
+        });
+        out
+    }
+
+    /// Prepared transaction `xid` ended (`committed` or not): free the
+    /// storage under `key` if that is its fate, else keep it for good.
+    pub fn settle_prepared(&self, arena: &Arena, key: &TableKey, xid: u32, committed: bool) {
+        let Some(t) = self.lookup(arena, key) else { return };
+        if t.prepared_xid.compare_exchange(xid, 0, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return; // someone else settled it
+        }
+        self.prepared.fetch_sub(1, Ordering::AcqRel);
+        if (t.prepared_drop.load(Ordering::Acquire) == 1) == committed {
+            self.drop_table(arena, key);
+        }
     }
 
     pub fn is_empty(&self) -> bool {

@@ -59,25 +59,44 @@ pub unsafe extern "C-unwind" fn relation_fetch_toast_slice(
     not_supported("TOAST tables");
 }
 
-/// Pages are TID blocks. Tuples scale the density PostgreSQL last measured
-/// (ANALYZE/VACUUM) to the current size, as heap does.
+/// What the planner is told: the pages a heap table with the same rows
+/// would occupy, and heap's rules for tables without statistics (a
+/// never-analyzed table counts at least 10 pages, full ones). PostgreSQL's
+/// cost model is calibrated for heap, and plans must not depend on the
+/// access method in odd ways: estimating a fresh table as empty makes
+/// PostgreSQL pick plans (and, in corner cases, raise planner errors) that
+/// heap never meets. Rows come from the table itself, scaled by the density
+/// ANALYZE or VACUUM last measured, as heap does.
 #[pg_guard]
 pub unsafe extern "C-unwind" fn relation_estimate_size(
     rel: pg_sys::Relation,
-    _attr_widths: *mut i32,
+    attr_widths: *mut i32,
     pages: *mut pg_sys::BlockNumber,
     tuples: *mut f64,
     allvisfrac: *mut f64,
 ) {
     let nrows = table_of(rel).nrows();
     let blocks = blocks_for_rows(nrows);
-    *pages = blocks as pg_sys::BlockNumber;
-    *allvisfrac = 0.0;
     let relpages = (*(*rel).rd_rel).relpages;
-    let reltuples = (*(*rel).rd_rel).reltuples;
-    *tuples = if relpages > 0 && reltuples >= 0.0 {
-        (reltuples as f64 / relpages as f64 * blocks as f64).round()
+    let reltuples = (*(*rel).rd_rel).reltuples as f64;
+    let analyzed = reltuples >= 0.0;
+    let rows = if analyzed && relpages > 0 { (reltuples / relpages as f64 * blocks as f64).round() } else { nrows as f64 };
+    // heap's HEAP_OVERHEAD_BYTES_PER_TUPLE and HEAP_USABLE_BYTES_PER_PAGE
+    let overhead = 24 + std::mem::size_of::<pg_sys::ItemIdData>() as i32;
+    let usable = pg_sys::BLCKSZ as i32 - 24;
+    let width = pg_sys::get_rel_data_width(rel, attr_widths) + overhead;
+    let per_page = (usable / width.max(1)).max(1) as f64;
+    let mut heap_pages = (rows / per_page).ceil();
+    if heap_pages < 10.0 && !analyzed && !(*(*rel).rd_rel).relhassubclass {
+        heap_pages = 10.0;
+    }
+    *pages = heap_pages as pg_sys::BlockNumber;
+    *tuples = if heap_pages == 0.0 {
+        0.0
+    } else if analyzed {
+        rows
     } else {
-        nrows as f64
+        (per_page * heap_pages).round()
     };
+    *allvisfrac = 0.0;
 }
