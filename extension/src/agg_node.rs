@@ -271,7 +271,9 @@ unsafe fn plain_table(root: *mut pg_sys::PlannerInfo, rel: *mut pg_sys::RelOptIn
 /// benchmark). The anker table is aggregated by its join column in its
 /// scan; the other relation's rows then pick up their partner groups.
 unsafe fn shape(root: *mut pg_sys::PlannerInfo, input_rel: *mut pg_sys::RelOptInfo) -> Option<KeyMap> {
-    let anker = |rel: *mut pg_sys::RelOptInfo| is_anker_rte(*(*root).simple_rte_array.add((*rel).relid as usize));
+    let anker = |rel: *mut pg_sys::RelOptInfo| {
+        is_anker_rte(*(*root).simple_rte_array.add((*rel).relid as usize)) && crate::snapshots::worth_anker_nodes((*rel).tuples)
+    };
     if (*input_rel).reloptkind == pg_sys::RelOptKind::RELOPT_BASEREL {
         return ((*input_rel).lateral_relids.is_null() && anker(input_rel))
             .then_some(KeyMap { fact: (*input_rel).relid, dim: 0, fact_col: 0, dim_col: 0 });

@@ -129,7 +129,7 @@ unsafe extern "C-unwind" fn set_rel_pathlist(
     if let Some(prev) = PREV_SET_REL_PATHLIST {
         prev(root, rel, rti, rte);
     }
-    if !ENABLE.get() || !is_anker_rte(rte) {
+    if !ENABLE.get() || !is_anker_rte(rte) || !snapshots::worth_anker_nodes((*rel).tuples) {
         return;
     }
     let seqs: Vec<*mut pg_sys::Path> = list_cells((*rel).pathlist)

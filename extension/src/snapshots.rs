@@ -73,8 +73,8 @@ pub fn define_guc() {
         );
         pg_sys::DefineCustomIntVariable(
             c"anker.snapshot_min_rows".as_ptr(),
-            c"Tables with fewer rows are scanned on their live columns, without a snapshot.".as_ptr(),
-            c"A snapshot makes the next writer of every page it shares copy that page; for a small table, which a scan reads in microseconds, that costs more than it saves, and small tables are often the hottest in OLTP work.".as_ptr(),
+            c"Tables with fewer rows are scanned on their live columns, without a snapshot, by PostgreSQL's own plan nodes.".as_ptr(),
+            c"A snapshot makes the next writer of every page it shares copy that page; for a small table, which a scan reads in microseconds, that costs more than it saves, and small tables are often the hottest in OLTP work. The planner uses AnkerScan and AnkerAgg only for tables it estimates at this many rows or more.".as_ptr(),
             &raw mut MIN_ROWS,
             10_000,
             0,
@@ -86,6 +86,15 @@ pub fn define_guc() {
             None,
         );
     }
+}
+
+/// Does the planner's row estimate make a table worth anker's own plan
+/// nodes? Below the snapshot threshold they read the live columns as a Seq
+/// Scan does, and PostgreSQL's nodes keep plans (and EXPLAIN) as users
+/// know them.
+pub fn worth_anker_nodes(estimated_rows: f64) -> bool {
+    // SAFETY: plain read of our GUC variable.
+    estimated_rows >= (unsafe { MIN_ROWS }).max(0) as f64
 }
 
 /// Is `table` big enough for its scans to run on snapshots?

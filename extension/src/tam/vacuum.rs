@@ -203,6 +203,16 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
     let mut nindexes: std::ffi::c_int = 0;
     let mut irels: *mut pg_sys::Relation = std::ptr::null_mut();
     pg_sys::vac_open_indexes(rel, pg_sys::RowExclusiveLock as i32, &mut nindexes, &mut irels);
+    // anker's VACUUM is never parallel; say so where heap's would have been
+    // and cannot (heap's dead_items_alloc), with heap's words.
+    if p.nworkers > 0
+        && nindexes > 1
+        && p.index_cleanup != pg_sys::VacOptValue::VACOPTVALUE_DISABLED
+        && (*(*rel).rd_rel).relpersistence == pg_sys::RELPERSISTENCE_TEMP as std::ffi::c_char
+    {
+        let name = std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()).to_string_lossy();
+        pgrx::warning!("disabling parallel option of vacuum on \"{name}\" --- cannot vacuum temporary tables in parallel");
+    }
     let indexes: &[pg_sys::Relation] = if nindexes > 0 { std::slice::from_raw_parts(irels, nindexes as usize) } else { &[] };
     let mut stats: Vec<*mut pg_sys::IndexBulkDeleteResult> = vec![std::ptr::null_mut(); indexes.len()];
     let info = |index: pg_sys::Relation| pg_sys::IndexVacuumInfo {
