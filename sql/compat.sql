@@ -17,6 +17,9 @@ INSERT INTO oc VALUES (3, 'd') RETURNING k, xmin = xid(pg_current_xact_id()) AS 
 UPDATE oc SET v = 'e' WHERE k = 3 RETURNING k, xmin = xid(pg_current_xact_id()) AS own, xmax;
 INSERT INTO oc VALUES (3, 'f') ON CONFLICT (k) DO UPDATE SET v = excluded.v
   RETURNING k, v, xmin = xid(pg_current_xact_id()) AS own;
+-- the upsert idiom: xmax = 0 for an inserted row, not for an updated one
+INSERT INTO oc VALUES (3, 'g'), (4, 'h') ON CONFLICT (k) DO UPDATE SET v = excluded.v
+  RETURNING k, v, xmax = 0 AS inserted;
 
 -- OLD TABLE of a statement trigger holds the rows as they were before an
 -- in-place UPDATE, also when the trigger sits on a partitioned parent

@@ -801,7 +801,8 @@ pub unsafe extern "C-unwind" fn tuple_update(
     }
     (*slot).tts_tableOid = (*rel).rd_id;
     row_to_tid(new_row, &mut (*slot).tts_tid);
-    super::slot::set_stamps(slot, Some(&RowHeader { xmin: xid, cmin: cid, ..Default::default() }));
+    let stamps = RowHeader { xmin: xid, cmin: cid, locker: carried.0, flags: carried.1, ..Default::default() };
+    super::slot::set_stamps(slot, Some(&stamps));
     *update_indexes = true;
     arena.count(anker_engine::stats::NEW_ROW_UPDATES, 1);
     pg_sys::pgstat_count_heap_update(rel, false);

@@ -5,7 +5,7 @@
 //! The operations are PostgreSQL's virtual-slot operations with a larger
 //! slot and our own `getsysattr`, `init` and `clear`.
 
-use anker_engine::table::RowHeader;
+use anker_engine::table::{flag, RowHeader};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
@@ -72,7 +72,10 @@ pub fn set_stamps(slot: *mut pg_sys::TupleTableSlot, h: Option<&RowHeader>) {
         Some(h) => {
             s.valid = true;
             s.xmin = h.xmin;
-            s.xmax = h.xmax;
+            // Heap's xmax also names row lockers (a lone xid or a
+            // multixact), and applications rely on it: `RETURNING xmax = 0`
+            // tells an upsert's insert from its update.
+            s.xmax = if h.xmax != 0 || h.flags & flag::SPECULATIVE != 0 { h.xmax } else { h.locker };
             s.cmin = h.cmin;
             s.cmax = h.cmax;
         }
