@@ -115,12 +115,15 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
             shmem::reset_epoch();
             undo(&list().take_all());
+            crate::tam::modify::settle_dead_tuple_credits(false);
         }
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => {
             let q = committed();
             let room = MAX_COMMITTED.saturating_sub(q.len());
             q.extend(list().take_all().into_iter().take(room));
+            crate::tam::modify::settle_dead_tuple_credits(false);
         }
+        XACT_EVENT_PRE_PREPARE => crate::tam::modify::settle_dead_tuple_credits(true),
         XACT_EVENT_PREPARE => list().clear(),
         _ => {}
     }

@@ -208,6 +208,22 @@ impl Visibility {
         if h.chain == 0 {
             return Seen::Live;
         }
+        // The version the statement's snapshot saw (an unlocked row that
+        // EvalPlanQual fetches for reference, or the row an UPDATE builds its
+        // new version from), unless this transaction has since locked the
+        // row: then EvalPlanQual works on its newest version.
+        // SAFETY: plain accessors of snapshot and lock state.
+        unsafe {
+            if pg_sys::ActiveSnapshotSet() && !crate::tam::modify::locked_by_us(h) {
+                let active = pg_sys::GetActiveSnapshot();
+                if (*active).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC {
+                    match Visibility::new(active).version(table, h, hints) {
+                        Seen::None => {}
+                        seen => return seen,
+                    }
+                }
+            }
+        }
         // SAFETY: plain accessor of transaction state.
         let command = unsafe { pg_sys::GetCurrentCommandId(false) };
         let settled = |xid: u32, cid: u32, flags: u32, hints: &mut u32| {
@@ -233,6 +249,11 @@ impl Visibility {
             cur = rec.next.load(std::sync::atomic::Ordering::Acquire);
         }
         Seen::Live
+    }
+
+    /// Does the snapshot see the live version's creation (deleted or not)?
+    pub fn live_created_visible(&self, h: &RowHeader) -> bool {
+        self.creator_seen(h.xmin, h.cmin, h.flags, &mut 0, Some(h))
     }
 
     /// Is the live version of the row visible (ignoring older versions)?

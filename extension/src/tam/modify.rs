@@ -26,7 +26,7 @@ use crate::datum::Encoder;
 use crate::error::{out_of_memory, OrRaise};
 use crate::shmem;
 use crate::storage::{table_for_write, table_of};
-use crate::visibility::{xid_state, Visibility, XidState};
+use crate::visibility::{xid_state, Seen, Visibility, XidState};
 use anker_engine::table::{flag, RowChange, RowHeader, Table, Value, ValueRef};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -70,33 +70,84 @@ fn conflict_in(rel: pg_sys::Relation) {
 }
 
 /// SERIALIZABLE reads report rw-conflicts with concurrent writers of the
-/// row they looked at (as heap's `HeapCheckForSerializableConflictOut`):
-/// the creator of an invisible row, or the deleter of a visible one.
-pub fn conflict_out(rel: pg_sys::Relation, h: &RowHeader, visible: bool, snapshot: pg_sys::Snapshot) {
-    let mut hints = 0;
-    let xid = if !visible {
-        match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut hints) {
-            XidState::Aborted | XidState::Current => return,
-            _ => h.xmin,
+/// row they looked at (as heap's `HeapCheckForSerializableConflictOut` does
+/// for every tuple version it meets): the creators of the versions the
+/// snapshot does not see (the live one and, for an older version seen,
+/// every newer one in the chain), or the deleter of a visible version.
+/// The caller is inside a reclamation epoch when the row has a chain.
+pub fn conflict_out(rel: pg_sys::Relation, table: &Table, h: &RowHeader, seen: Seen, vis: &Visibility) {
+    let snapshot = vis.snapshot();
+    let report = |xid: u32, flags: u32, committed: u32, aborted: u32| {
+        if matches!(xid_state(xid, flags, committed, aborted, &mut 0), XidState::Aborted | XidState::Current) {
+            return;
         }
-    } else if h.xmax != 0 {
-        match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, &mut hints) {
-            XidState::Aborted | XidState::Current => return,
-            _ => h.xmax,
+        // SAFETY: plain transaction-state lookups.
+        unsafe {
+            if pg_sys::TransactionIdPrecedes(xid.into(), pg_sys::TransactionXmin) {
+                return;
+            }
+            let top = pg_sys::SubTransGetTopmostTransaction(xid.into());
+            if top == pg_sys::GetTopTransactionIdIfAny() {
+                return;
+            }
+            guarded(|| CheckForSerializableConflictOut(rel, top, snapshot));
         }
-    } else {
-        return;
     };
-    // SAFETY: plain transaction-state lookups.
-    unsafe {
-        if pg_sys::TransactionIdPrecedes(xid.into(), pg_sys::TransactionXmin) {
-            return;
+    let creators_unseen = |upto: usize| {
+        report(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED);
+        let arena = shmem::arena();
+        let mut cur = h.chain;
+        for _ in 1..upto {
+            if cur == 0 {
+                break;
+            }
+            // SAFETY: chain records are read inside a reclamation epoch.
+            let rec = unsafe { table.undo_rec(arena, cur) };
+            report(rec.xmin, rec.xmin_flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED);
+            cur = rec.next.load(std::sync::atomic::Ordering::Acquire);
         }
-        let top = pg_sys::SubTransGetTopmostTransaction(xid.into());
-        if top == pg_sys::GetTopTransactionIdIfAny() {
-            return;
+    };
+    match seen {
+        Seen::Live if h.xmax != 0 => report(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED),
+        Seen::Live => {}
+        Seen::Older(k) => creators_unseen(k),
+        Seen::None if h.xmax != 0 && vis.live_created_visible(h) => {
+            report(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED)
         }
-        guarded(|| CheckForSerializableConflictOut(rel, top, snapshot));
+        Seen::None => creators_unseen(usize::MAX),
+    }
+}
+
+/// Dead-tuple credits given this transaction, per relation: an in-place
+/// update leaves no dead tuple, but PostgreSQL counts every update as one
+/// when the transaction ends; the credit cancels it at once.
+static mut DEAD_CREDITS: Vec<(pg_sys::Oid, i64)> = Vec::new();
+
+unsafe fn credit_dead_tuple(rel: pg_sys::Relation) {
+    pg_sys::pgstat_update_heap_dead_tuples(rel, 1);
+    let credits = &mut *(&raw mut DEAD_CREDITS);
+    match credits.iter_mut().find(|(oid, _)| *oid == (*rel).rd_id) {
+        Some((_, n)) => *n += 1,
+        None => credits.push(((*rel).rd_id, 1)),
+    }
+}
+
+/// Transaction end: at PREPARE, take the credits back. Whoever finishes the
+/// prepared transaction adds its updates to the dead tuples in another
+/// session's statistics, and a credit flushed before that debit would be
+/// lost to PostgreSQL's clamp at zero, making the count depend on flush
+/// order; a prepared transaction's in-place updates count as heap's do.
+pub unsafe fn settle_dead_tuple_credits(prepared: bool) {
+    let credits = std::mem::take(&mut *(&raw mut DEAD_CREDITS));
+    if !prepared {
+        return;
+    }
+    for (oid, n) in credits {
+        let rel = pg_sys::RelationIdGetRelation(oid);
+        if !rel.is_null() {
+            pg_sys::pgstat_update_heap_dead_tuples(rel, -n as i32);
+            pg_sys::RelationClose(rel);
+        }
     }
 }
 
@@ -310,7 +361,7 @@ enum Obstacle {
 
 /// Does this transaction hold a lock on the row (taken after seeing its
 /// newest version, e.g. by EvalPlanQual's re-lock)?
-unsafe fn locked_by_us(h: &RowHeader) -> bool {
+pub unsafe fn locked_by_us(h: &RowHeader) -> bool {
     if h.locker == 0 || h.flags & flag::SPECULATIVE != 0 {
         return false;
     }
@@ -366,7 +417,7 @@ unsafe fn obstacle(
             }
             XidState::InProgress | XidState::Committed if keys_kept => {}
             XidState::InProgress => return Obstacle::Running(vec![h.xmax], oper),
-            XidState::Committed => return Obstacle::Committed { deleted: h.flags & flag::UPDATED == 0 },
+            XidState::Committed => return Obstacle::Committed { deleted: h.flags & (flag::UPDATED | flag::MOVED) == 0 },
         }
     }
     let lockers = conflicting_lockers(h, mode);
@@ -515,8 +566,9 @@ pub unsafe extern "C-unwind" fn tuple_delete(
         let change = RowChange {
             xmax: Some((xid, cid)),
             set_flags: if changing_part { flag::MOVED } else { 0 },
-            clear_flags: flag::LOCKER_MULTI | flag::LOCK_MODE_MASK | flag::UPDATED | flag::KEYS_KEPT,
-            locker: Some(0),
+            // Row locks stay: a DELETE in a subtransaction that rolls back
+            // must leave the parent's lock in place.
+            clear_flags: flag::UPDATED | flag::KEYS_KEPT,
             ..Default::default()
         };
         if table.modify_row(arena, row, &h, &change).or_raise() {
@@ -748,7 +800,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
             // snapshot needs it, see `undo`). Counting them made autovacuum
             // rescan stock and customer under TPC-C for nothing.
             pg_sys::pgstat_count_heap_update(rel, true);
-            pg_sys::pgstat_update_heap_dead_tuples(rel, 1);
+            credit_dead_tuple(rel);
             return TM_Ok;
         }
         // An indexed column changes: a new version at a new row id, so that
@@ -987,7 +1039,14 @@ pub unsafe extern "C-unwind" fn tuple_lock(
                 continue;
             }
             Obstacle::Committed { deleted } => {
-                if follow && !deleted && h.flags & flag::MOVED == 0 && h.next < table.nrows() {
+                if follow && h.flags & flag::MOVED != 0 {
+                    ereport!(
+                        ERROR,
+                        PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+                        "tuple to be locked was already moved to another partition due to concurrent update"
+                    );
+                }
+                if follow && !deleted && h.next < table.nrows() {
                     row = h.next;
                     traversed = true;
                     continue;
@@ -1000,9 +1059,11 @@ pub unsafe extern "C-unwind" fn tuple_lock(
         }
         // READ COMMITTED meets a version newer than the statement: lock it,
         // and tell the executor to re-check it (EvalPlanQual).
-        if follow && h.chain != 0 {
+        // (KEY SHARE is compatible with in-place updates, which keep keys:
+        // heap locks the version it saw without a re-check.)
+        if follow && h.chain != 0 && mode != LockTupleKeyShare {
             if let Some(v) = mvcc(snapshot) {
-                if !v.live_visible(&h, &mut 0) && !locked_by_us(&h) {
+                if !v.live_visible(&h, &mut 0) {
                     traversed = true;
                 }
             }

@@ -256,7 +256,7 @@ impl Reader {
             }
         }
         if vis.serializable {
-            super::modify::conflict_out(rel, h, seen == Seen::Live, vis.snapshot());
+            super::modify::conflict_out(rel, table, h, seen, vis);
         }
         self.last_depth = if let Seen::Older(k) = seen { k } else { 0 };
         seen
