@@ -97,12 +97,12 @@ SELECT agg_same(q) FROM (VALUES
   ('SELECT count(*), sum(f.i4) FROM DIM d JOIN TBL f ON f.k = d.id WHERE d.name <> ''d3'' AND f.i4 > 0'),
   ('SELECT d.region, count(*) FROM DIM d JOIN TBL f ON f.k = d.id WHERE d.id > 100 GROUP BY d.region'),
   ('SELECT count(*), sum(f.n) FROM DIM d JOIN TBL f ON f.k = d.id WHERE d.id > 100')) AS v(q), generate_series(1, 2) AS pass(i);
-SELECT plan_of('SELECT g, avg(n) FROM agg_a GROUP BY g');
-SELECT plan_of('SELECT i4, count(*), avg(i8) FROM agg_a GROUP BY i4');
+SELECT plan_verbose_of('SELECT g, avg(n) FROM agg_a GROUP BY g');
+SELECT plan_verbose_of('SELECT i4, count(*), avg(i8) FROM agg_a GROUP BY i4');
 -- comparisons of integer-like columns with constants are evaluated in the
 -- node, so clean blocks still skip slots; other clauses need slots
-SELECT plan_of('SELECT count(*) FROM agg_a WHERE i4 > 0 AND ts < ''2020-01-01 02:00''');
-SELECT plan_of('SELECT count(*) FROM agg_a WHERE i4 + 1 > 0');
+SELECT plan_verbose_of('SELECT count(*) FROM agg_a WHERE i4 > 0 AND ts < ''2020-01-01 02:00''');
+SELECT plan_verbose_of('SELECT count(*) FROM agg_a WHERE i4 + 1 > 0');
 
 -- Special values: NaN and infinities follow PostgreSQL's rules.
 CREATE TABLE agg_special_a (g int, n numeric) USING anker;
@@ -152,7 +152,7 @@ CREATE TABLE agg_upd (k int, v int) USING anker;
 INSERT INTO agg_upd SELECT i % 5, i FROM generate_series(1, 8192) i;
 UPDATE agg_upd SET v = v + 1 WHERE v % 100 = 0;
 SELECT sum(v) FROM agg_upd;
-SELECT plan_of('SELECT k, sum(v) FROM agg_upd GROUP BY k');
+SELECT plan_verbose_of('SELECT k, sum(v) FROM agg_upd GROUP BY k');
 DROP TABLE agg_upd;
 
 -- Generic plans with parameters in the WHERE clause.
@@ -179,7 +179,7 @@ SELECT agg_same('SELECT sum(i4) FROM TBL WHERE g <> 3 AND 1 / (g - 3) > 0');
 -- Inside a writing transaction the node reads the live columns.
 BEGIN;
 INSERT INTO agg_a (g, i4) SELECT 9, i FROM generate_series(1, 100) i;
-EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF)
   UPDATE agg_a SET k = 0 WHERE g = 9 AND i4 = (SELECT count(*) FROM agg_a WHERE g = 9);
 SELECT count(*), sum(i4) FROM agg_a WHERE g = 9;
 ROLLBACK;

@@ -17,3 +17,11 @@ BEGIN
     RETURN NEXT l;
   END LOOP;
 END $$;
+-- the same with VERBOSE: also how AnkerAgg read its rows
+CREATE FUNCTION plan_verbose_of(q text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE l text;
+BEGIN
+  FOR l IN EXECUTE 'EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || q LOOP
+    RETURN NEXT l;
+  END LOOP;
+END $$;

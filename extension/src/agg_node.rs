@@ -1215,7 +1215,11 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, _ancesto
     (*s).snap.explain(es);
     if (*es).analyze && (*s).done {
         pg_sys::ExplainPropertyInteger(c"Rows Aggregated".as_ptr(), std::ptr::null(), (*s).rows as i64, es);
-        pg_sys::ExplainPropertyInteger(c"Rows From Clean Blocks".as_ptr(), std::ptr::null(), (*s).rows_clean as i64, es);
-        pg_sys::ExplainPropertyInteger(c"Rows Checked Without Slot".as_ptr(), std::ptr::null(), (*s).rows_checked as i64, es);
+        // How rows were read depends on what writers and earlier scans left
+        // (like heap's buffer counts): shown on request only.
+        if (*es).verbose {
+            pg_sys::ExplainPropertyInteger(c"Rows From Clean Blocks".as_ptr(), std::ptr::null(), (*s).rows_clean as i64, es);
+            pg_sys::ExplainPropertyInteger(c"Rows Checked Without Slot".as_ptr(), std::ptr::null(), (*s).rows_checked as i64, es);
+        }
     }
 }

@@ -1079,11 +1079,13 @@ pub unsafe extern "C-unwind" fn tuple_lock(
             return r;
         }
     }
-    // Like heap, report the version we locked through `tid`: the executor
-    // retries its UPDATE or DELETE there.
+    // Like heap, report the version we locked through `tid` and
+    // `tmfd.ctid`: the executor retries its UPDATE or DELETE there (MERGE
+    // reads `tmfd.ctid`).
     if traversed {
         row_to_tid(row, &mut *tid);
     }
+    row_to_tid(row, &mut (*tmfd).ctid);
     // Hand back the locked row, whatever the snapshot says.
     let any = &raw mut pg_sys::SnapshotAnyData;
     super::scan::fetch_into(rel, table, row, &Visibility::new(any), slot);
