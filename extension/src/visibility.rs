@@ -89,6 +89,9 @@ pub struct Visibility {
     last_xid: std::cell::Cell<u32>,
     last_in_snapshot: std::cell::Cell<bool>,
     /// A SERIALIZABLE transaction's MVCC snapshot: reads report conflicts.
+    /// For SnapshotAny: the TID named the newest version
+    /// ([`crate::tam::row_to_newest_tid`]), not the one a scan saw.
+    pub any_newest: bool,
     pub serializable: bool,
 }
 
@@ -122,6 +125,7 @@ impl Visibility {
             last_xid: std::cell::Cell::new(INVALID_XID),
             last_in_snapshot: std::cell::Cell::new(false),
             serializable: kind == pg_sys::SnapshotType::SNAPSHOT_MVCC && crate::tam::modify::serializable(),
+            any_newest: false,
         }
     }
 
@@ -208,13 +212,13 @@ impl Visibility {
         if h.chain == 0 {
             return Seen::Live;
         }
-        // The version the statement's snapshot saw (an unlocked row that
-        // EvalPlanQual fetches for reference, or the row an UPDATE builds its
-        // new version from), unless this transaction has since locked the
-        // row: then EvalPlanQual works on its newest version.
+        // The version the statement's snapshot saw (a row EvalPlanQual
+        // fetches for reference, or the row an UPDATE builds its new version
+        // from), unless the TID names the newest version: after a lock
+        // EvalPlanQual works on that one.
         // SAFETY: plain accessors of snapshot and lock state.
         unsafe {
-            if pg_sys::ActiveSnapshotSet() && !crate::tam::modify::locked_by_us(h) {
+            if !self.any_newest && pg_sys::ActiveSnapshotSet() {
                 let active = pg_sys::GetActiveSnapshot();
                 if (*active).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC {
                     match Visibility::new(active).version(table, h, hints) {

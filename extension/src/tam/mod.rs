@@ -35,13 +35,37 @@ pub fn row_to_tid(row: u64, tid: &mut pg_sys::ItemPointerData) {
     tid.ip_posid = off;
 }
 
+/// A TID for the *newest* version of `row`. With in-place updates one TID
+/// names every version of a row; heap tells the version a scan saw from the
+/// newest one by their TIDs, and the executor relies on it after locking a
+/// row that changed under its snapshot: it retries at the TID `tuple_lock`
+/// reports, expecting no further re-check there (MERGE loops forever
+/// otherwise), and fetches the newest version through it. Such TIDs carry
+/// the offset plus [`ROWS_PER_BLOCK`]; they never reach an index or a user.
+#[inline]
+pub fn row_to_newest_tid(row: u64, tid: &mut pg_sys::ItemPointerData) {
+    row_to_tid(row, tid);
+    tid.ip_posid += ROWS_PER_BLOCK as u16;
+}
+
+/// Does `tid` name the newest version of its row ([`row_to_newest_tid`])?
+#[inline]
+pub fn tid_is_newest(tid: *const pg_sys::ItemPointerData) -> bool {
+    // SAFETY: callers pass a valid ItemPointer.
+    let off = unsafe { (*tid).ip_posid } as u64;
+    off > ROWS_PER_BLOCK && off <= 2 * ROWS_PER_BLOCK
+}
+
 /// The row id of a TID, or None for a TID that cannot name an anker row.
 #[inline]
 pub fn tid_to_row(tid: *const pg_sys::ItemPointerData) -> Option<u64> {
     // SAFETY: callers pass a valid ItemPointer.
     let t = unsafe { &*tid };
     let block = ((t.ip_blkid.bi_hi as u64) << 16) | t.ip_blkid.bi_lo as u64;
-    let off = t.ip_posid as u64;
+    let mut off = t.ip_posid as u64;
+    if off > ROWS_PER_BLOCK && off <= 2 * ROWS_PER_BLOCK {
+        off -= ROWS_PER_BLOCK;
+    }
     if off == 0 || off > ROWS_PER_BLOCK {
         return None;
     }

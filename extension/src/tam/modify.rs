@@ -361,7 +361,7 @@ enum Obstacle {
 
 /// Does this transaction hold a lock on the row (taken after seeing its
 /// newest version, e.g. by EvalPlanQual's re-lock)?
-pub unsafe fn locked_by_us(h: &RowHeader) -> bool {
+unsafe fn locked_by_us(h: &RowHeader) -> bool {
     if h.locker == 0 || h.flags & flag::SPECULATIVE != 0 {
         return false;
     }
@@ -928,6 +928,7 @@ unsafe fn lock_successors(
     row: u64,
     cid: u32,
     wait_policy: pg_sys::LockWaitPolicy::Type,
+    follow: bool,
     tmfd: *mut pg_sys::TM_FailureData,
 ) -> Result<(), pg_sys::TM_Result::Type> {
     let arena = shmem::arena();
@@ -963,6 +964,9 @@ unsafe fn lock_successors(
                     continue;
                 }
                 Obstacle::Committed { deleted } => {
+                    if follow && hn.flags & flag::MOVED != 0 {
+                        moved_away();
+                    }
                     fill_failure(tmfd, next, &hn, None);
                     return Err(if deleted { TM_Deleted } else { TM_Updated });
                 }
@@ -975,6 +979,16 @@ unsafe fn lock_successors(
         }
         cur = next;
     }
+}
+
+/// heap's error for a row to lock (newest version) that an UPDATE moved to
+/// another partition.
+fn moved_away() -> ! {
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+        "tuple to be locked was already moved to another partition due to concurrent update"
+    );
 }
 
 unsafe fn lock_not_available(rel: pg_sys::Relation) -> ! {
@@ -1002,7 +1016,11 @@ pub unsafe extern "C-unwind" fn tuple_lock(
     let xact_snapshot = pg_sys::XactIsoLevel >= 2;
     let vis = if xact_snapshot { mvcc(snapshot) } else { None };
     let mut row = tid_to_row(tid).unwrap_or(u64::MAX);
+    // The caller is at the newest version already (it retries where an
+    // earlier lock sent it): no re-check of in-place changes.
+    let at_newest = super::tid_is_newest(tid);
     let mut traversed = false;
+    let mut newer_in_place = false;
     if flags == 0 {
         // INSERT ... ON CONFLICT DO UPDATE (or a BEFORE ROW trigger under
         // REPEATABLE READ) locks the row it is about to update.
@@ -1040,11 +1058,7 @@ pub unsafe extern "C-unwind" fn tuple_lock(
             }
             Obstacle::Committed { deleted } => {
                 if follow && h.flags & flag::MOVED != 0 {
-                    ereport!(
-                        ERROR,
-                        PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
-                        "tuple to be locked was already moved to another partition due to concurrent update"
-                    );
+                    moved_away();
                 }
                 if follow && !deleted && h.next < table.nrows() {
                     row = h.next;
@@ -1061,10 +1075,11 @@ pub unsafe extern "C-unwind" fn tuple_lock(
         // and tell the executor to re-check it (EvalPlanQual).
         // (KEY SHARE is compatible with in-place updates, which keep keys:
         // heap locks the version it saw without a re-check.)
-        if follow && h.chain != 0 && mode != LockTupleKeyShare {
+        if follow && h.chain != 0 && mode != LockTupleKeyShare && !at_newest {
             if let Some(v) = mvcc(snapshot) {
                 if !v.live_visible(&h, &mut 0) {
                     traversed = true;
+                    newer_in_place = true;
                 }
             }
         }
@@ -1074,7 +1089,7 @@ pub unsafe extern "C-unwind" fn tuple_lock(
         break;
     }
     if mode == LockTupleKeyShare {
-        if let Err(r) = lock_successors(rel, table, row, cid, wait_policy, tmfd) {
+        if let Err(r) = lock_successors(rel, table, row, cid, wait_policy, follow, tmfd) {
             (*tmfd).traversed = traversed;
             return r;
         }
@@ -1082,13 +1097,20 @@ pub unsafe extern "C-unwind" fn tuple_lock(
     // Like heap, report the version we locked through `tid` and
     // `tmfd.ctid`: the executor retries its UPDATE or DELETE there (MERGE
     // reads `tmfd.ctid`).
-    if traversed {
-        row_to_tid(row, &mut *tid);
+    let mut locked = pg_sys::ItemPointerData::default();
+    if newer_in_place || at_newest {
+        super::row_to_newest_tid(row, &mut locked);
+    } else {
+        row_to_tid(row, &mut locked);
     }
-    row_to_tid(row, &mut (*tmfd).ctid);
-    // Hand back the locked row, whatever the snapshot says.
-    let any = &raw mut pg_sys::SnapshotAnyData;
-    super::scan::fetch_into(rel, table, row, &Visibility::new(any), slot);
+    if traversed {
+        *tid = locked;
+    }
+    (*tmfd).ctid = locked;
+    // Hand back the locked (newest) row, whatever the snapshot says.
+    let mut newest = Visibility::new(&raw mut pg_sys::SnapshotAnyData);
+    newest.any_newest = true;
+    super::scan::fetch_into(rel, table, row, &newest, slot);
     (*tmfd).traversed = traversed;
     TM_Ok
 }

@@ -1118,7 +1118,11 @@ pub unsafe extern "C-unwind" fn tuple_fetch_row_version(
     if row >= table.nrows() {
         return false;
     }
-    fetch_into(rel, table, row, &Visibility::new(snapshot), slot)
+    let mut vis = Visibility::new(snapshot);
+    if super::tid_is_newest(tid) {
+        vis.any_newest = true;
+    }
+    fetch_into(rel, table, row, &vis, slot)
 }
 
 /// Read one row into a slot that outlives our scratch memory: the slot is

@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# PostgreSQL 15's own regression and isolation suites with anker as the
+# default table access method, and on heap in the same run as the baseline
+# (DESIGN §12).
+#
+#   tests/pg-suites/run.sh [--suites regress,isolation] [--ams heap,anker] [--keep]
+#                          [--tests "name ..."]   (those tests instead of the schedule)
+#
+# The suites come from Debian's source package of the installed postgresql-15
+# (fetched with `apt-get source`, cached under /var/tmp/anker-pgsrc). Each
+# access method gets its own throwaway cluster with anker preloaded,
+# `CREATE EXTENSION anker` in template1 and postgres, and
+# `default_table_access_method` set; the test databases are made from
+# template1, so they have the extension too.
+#
+# anker's run reads its expected files from the source tree overlaid with
+# tests/pg-suites/expected/<suite>/: alternative outputs (`name_N.out`, which
+# pg_regress accepts beside `name.out`) for differences that follow from
+# anker's layout, each explained in tests/pg-suites/differences.md.
+#
+# Verdict: a test that passes on heap must pass on anker. Tests listed in
+# tests/pg-suites/known-failures (bugs not fixed yet, each with its reason)
+# are reported but do not fail the run; a listed test that passes is
+# reported too, so the list only shrinks. The last line is "N passed, N failed",
+# counting the tests that pass on heap and are not known failures.
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+PG_BINDIR=/usr/lib/postgresql/15/bin
+PG_CONFIG=$PG_BINDIR/pg_config
+PGXS_TEST=$($PG_CONFIG --pkglibdir)/pgxs/src/test
+CACHE=${ANKER_PGSRC_CACHE:-/var/tmp/anker-pgsrc}
+SUITES=regress,isolation
+AMS=heap,anker
+KEEP=0
+ONLY=
+while [ $# -gt 0 ]; do
+    case $1 in
+        --suites) SUITES=$2; shift 2 ;;
+        --ams) AMS=$2; shift 2 ;;
+        --keep) KEEP=1; shift ;;
+        --tests) ONLY=$2; shift 2 ;;
+        *) echo "usage: $0 [--suites regress,isolation] [--ams heap,anker] [--keep] [--tests \"name ...\"]" >&2; exit 2 ;;
+    esac
+done
+unset RUST_BACKTRACE RUST_LIB_BACKTRACE
+
+fail_setup() {
+    echo "pg-suites: $*" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+}
+
+# ---- the source package ----------------------------------------------------------
+# The installed version's source, or (when the archive no longer serves it,
+# as happens with security updates) the newest other 15.x source it has.
+installed=$(dpkg-query -W -f='${Version}' postgresql-15 2>/dev/null) || fail_setup "postgresql-15 is not installed"
+SRC=
+for v in "$installed" $(ls -d "$CACHE"/postgresql-15-* 2>/dev/null | sed 's|.*/postgresql-15-||'); do
+    [ -f "$CACHE/postgresql-15-$v/.complete" ] && { SRC=$CACHE/postgresql-15-$v; version=$v; break; }
+done
+if [ -z "$SRC" ]; then
+    if ! grep -rqs '^\(Types: deb-src\|deb-src \)' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+        # deb-src entries built from the existing Debian sources.
+        src=/etc/apt/sources.list.d/debian.sources
+        [ -f "$src" ] || fail_setup "no deb-src line and no $src to derive one from"
+        sed 's/^Types: deb$/Types: deb-src/' "$src" > /etc/apt/sources.list.d/anker-deb-src.sources
+        apt-get -o DPkg::Lock::Timeout=600 update -qq || fail_setup "apt-get update failed"
+    fi
+    command -v dpkg-source >/dev/null || apt-get -o DPkg::Lock::Timeout=600 install -y -qq dpkg-dev >/dev/null
+    mkdir -p "$CACHE"
+    for v in $( (echo "$installed"; apt-cache showsrc postgresql-15 2>/dev/null | sed -n 's/^Version: //p' | sort -rV) | awk '!seen[$0]++'); do
+        dl=$CACHE/download-$v
+        rm -rf "$dl" && mkdir -p "$dl"
+        echo "pg-suites: fetching the source package of postgresql-15 $v into $CACHE"
+        if (cd "$dl" && apt-get source -qq --download-only "postgresql-15=$v" >/dev/null 2>&1); then
+            (cd "$dl" && dpkg-source -x ./*.dsc "$CACHE/postgresql-15-$v" >/dev/null) || fail_setup "dpkg-source -x failed"
+            touch "$CACHE/postgresql-15-$v/.complete"
+            SRC=$CACHE/postgresql-15-$v
+            version=$v
+            rm -rf "$dl"
+            break
+        fi
+        rm -rf "$dl"
+        echo "pg-suites: the archive does not serve the source of postgresql-15 $v"
+    done
+    [ -n "$SRC" ] || fail_setup "no source package of postgresql-15 could be fetched (is a deb-src line configured?)"
+fi
+[ "$version" = "$installed" ] || echo "pg-suites: using the suites of postgresql-15 $version with the installed server $installed"
+REGRESS_SRC=$SRC/src/test/regress
+ISOLATION_SRC=$SRC/src/test/isolation
+
+# ---- C modules the regression suite loads (regress.so, refint.so, autoinc.so) ----
+LIBDIR=$CACHE/lib-$version
+if [ ! -f "$LIBDIR/regress.so" ] || [ ! -f "$LIBDIR/refint.so" ] || [ ! -f "$LIBDIR/autoinc.so" ]; then
+    echo "pg-suites: building regress.so, refint.so, autoinc.so"
+    rm -rf "$LIBDIR" && mkdir -p "$LIBDIR"
+    cp "$REGRESS_SRC/regress.c" "$SRC/contrib/spi/refint.c" "$SRC/contrib/spi/autoinc.c" "$LIBDIR"/
+    cat > "$LIBDIR/Makefile" <<EOF
+MODULES = regress refint autoinc
+PG_CONFIG = $PG_CONFIG
+PGXS := \$(shell \$(PG_CONFIG) --pgxs)
+include \$(PGXS)
+EOF
+    make -s -C "$LIBDIR" >"$LIBDIR/build.log" 2>&1 || { tail -20 "$LIBDIR/build.log"; fail_setup "building the test modules failed"; }
+fi
+
+# ---- running one suite on one access method ---------------------------------------
+WORK=$(mktemp -d /tmp/anker-pgsuites.XXXXXX)
+chmod 755 "$WORK"
+. "$ROOT/bench/lib/cluster.sh"
+cleanup() {
+    cluster_cleanup
+    [ "$KEEP" = 1 ] && echo "pg-suites: outputs kept in $WORK" || rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# The settings pg_regress gives its own temporary instances, plus anker's.
+conf_for() { # am
+    cat <<EOF
+shared_preload_libraries = 'anker'
+anker.memory_limit = '2GB'
+default_table_access_method = '$1'
+max_prepared_transactions = 2
+log_autovacuum_min_duration = 0
+log_checkpoints = on
+log_lock_waits = on
+log_temp_files = 128kB
+lc_messages = 'C'
+fsync = off
+EOF
+}
+
+# run_suite SUITE AM: results in $WORK/SUITE-AM/{results.tsv,regression.diffs,...}
+run_suite() {
+    local suite=$1 am=$2 out="$WORK/$1-$2" db driver src schedule
+    mkdir -p "$out"
+    case $suite in
+        regress) db=regression; driver=$PGXS_TEST/regress/pg_regress; src=$REGRESS_SRC; schedule=parallel_schedule ;;
+        isolation) db=isolation_regression; driver=$PGXS_TEST/isolation/pg_isolation_regress; src=$ISOLATION_SRC; schedule=isolation_schedule ;;
+    esac
+    # A private copy of the suite's inputs: expected files overlaid for anker.
+    cp -r "$src/sql" "$src/expected" "$out/" 2>/dev/null
+    [ -d "$src/specs" ] && cp -r "$src/specs" "$out/"
+    [ -d "$src/data" ] && cp -r "$src/data" "$out/"
+    [ -f "$src/resultmap" ] && cp "$src/resultmap" "$out/"
+    cp "$src/$schedule" "$out/"
+    if [ "$am" = anker ] && [ -d "$HERE/expected/$suite" ]; then
+        cp "$HERE/expected/$suite/"*.out "$out/expected/" 2>/dev/null
+    fi
+    chown -R postgres "$out"
+
+    local -a confs
+    mapfile -t confs < <(conf_for "$am")
+    # Servers see RUST_BACKTRACE the way a user's environment may set it:
+    # anker must not put backtraces into error messages.
+    if ! RUST_BACKTRACE=1 cluster_start "${confs[@]}"; then
+        echo "pg-suites: cluster for $suite/$am did not start"
+        return 1
+    fi
+    cluster_psql -d template1 -c "CREATE EXTENSION anker" >/dev/null
+    cluster_psql -c "CREATE EXTENSION anker" >/dev/null
+    # As pg_regress makes its database, from template1 instead of template0.
+    cluster_psql -c "CREATE DATABASE \"$db\" TEMPLATE=template1 ENCODING='UTF8' LC_COLLATE='C' LC_CTYPE='C'" \
+        -c "ALTER DATABASE \"$db\" SET lc_messages TO 'C'" -c "ALTER DATABASE \"$db\" SET lc_monetary TO 'C'" \
+        -c "ALTER DATABASE \"$db\" SET lc_numeric TO 'C'" -c "ALTER DATABASE \"$db\" SET lc_time TO 'C'" \
+        -c "ALTER DATABASE \"$db\" SET bytea_output TO 'hex'" \
+        -c "ALTER DATABASE \"$db\" SET timezone_abbreviations TO 'Default'" >/dev/null
+    local start=$SECONDS
+    # A step blocked for a minute is a hang (isolationtester's default
+    # waits five minutes before cancelling it).
+    (cd "$out" && runuser -u postgres -- env PG_LIBDIR="$LIBDIR" PG_DLSUFFIX=.so PGISOLATIONTIMEOUT=60 \
+        "$driver" --use-existing --host="$CLUSTER_SOCK" --port="$CLUSTER_PORT" --user=postgres \
+        --bindir="$PG_BINDIR" --inputdir="$out" --outputdir="$out" --dlpath="$LIBDIR" \
+        --max-concurrent-tests=20 $([ -n "$ONLY" ] && echo "$ONLY" || echo "--schedule=$out/$schedule") >"$out/run.log" 2>&1)
+    echo "pg-suites: $suite on $am ran in $((SECONDS - start)) s"
+    # "test name ... ok", "     name ... FAILED", "test name ... failed (ignored)"
+    sed -nE 's/^(test| ) +([a-zA-Z0-9_.-]+) +\.\.\. +(ok|FAILED|failed \(ignored\)).*/\2\t\3/p' "$out/run.log" \
+        | sed 's/failed (ignored)/ignored/; s/FAILED/failed/' > "$out/results.tsv"
+    cp "$CLUSTER_LOG" "$out/server.log" 2>/dev/null
+    if grep -Eq 'terminated by signal|server process .* was terminated' "$out/server.log" 2>/dev/null; then
+        echo "pg-suites: a server process crashed during $suite on $am:"
+        grep -E 'terminated by signal|was terminated' "$out/server.log" | head -5
+        touch "$out/crashed"
+    fi
+    cluster_cleanup
+}
+
+passed=0
+failed=0
+known=0
+IFS=, read -ra suite_list <<< "$SUITES"
+IFS=, read -ra am_list <<< "$AMS"
+for suite in "${suite_list[@]}"; do
+    for am in "${am_list[@]}"; do
+        run_suite "$suite" "$am"
+    done
+    [[ ",$AMS," == *",anker,"* && ",$AMS," == *",heap,"* ]] || continue
+    heap="$WORK/$suite-heap/results.tsv" anker="$WORK/$suite-anker/results.tsv"
+    total=$(wc -l < "$heap")
+    heap_ok=$(awk -F'\t' '$2 == "ok"' "$heap" | wc -l)
+    anker_ok=$(awk -F'\t' '$2 == "ok"' "$anker" | wc -l)
+    echo "pg-suites: $suite: heap passes $heap_ok of $total, anker $anker_ok of $total"
+    s_pass=0 s_fail=0 s_known=0
+    while IFS=$'\t' read -r name result; do
+        [ "$result" = ok ] || continue
+        a=$(awk -F'\t' -v n="$name" '$1 == n {print $2}' "$anker")
+        known=$(grep -Ev '^\s*(#|$)' "$HERE/known-failures" 2>/dev/null | awk -v s="$suite" -v n="$name" '$1 == s && $2 == n' | head -1)
+        if [ "$a" = ok ]; then
+            s_pass=$((s_pass + 1))
+            [ -n "$known" ] && echo "pg-suites: $suite/$name passes now: remove it from tests/pg-suites/known-failures"
+        elif [ -n "$known" ]; then
+            s_known=$((s_known + 1))
+        else
+            s_fail=$((s_fail + 1))
+            echo "pg-suites: $suite/$name passes on heap, fails on anker (${a:-not run})"
+        fi
+    done < "$heap"
+    [ -f "$WORK/$suite-anker/crashed" ] && s_fail=$((s_fail + 1))
+    echo "pg-suites: $suite: $s_pass of $heap_ok heap-passing tests pass on anker; $s_known known failures (tests/pg-suites/known-failures); $s_fail unexpected"
+    if [ "$s_fail" -gt 0 ] && [ -f "$WORK/$suite-anker/regression.diffs" ]; then
+        cp "$WORK/$suite-anker/regression.diffs" "$ROOT/pg-suites-$suite.diffs"
+        echo "pg-suites: anker's diffs are in pg-suites-$suite.diffs"
+    fi
+    passed=$((passed + s_pass))
+    failed=$((failed + s_fail))
+    known=$((known + s_known))
+done
+[ "$known" -gt 0 ] && echo "pg-suites: $known known failures not counted"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
