@@ -270,8 +270,9 @@ impl SnapChoice {
                 format!("{} (no memory for it: read the live columns)", snapshots::provider_name().to_string_lossy())
             }
             Some(_) if self.snap_id == 0 => format!("{} (taken at first row)", snapshots::provider_name().to_string_lossy()),
-            // Ids and times change from run to run: only with TIMING.
-            Some(m) if !(*es).timing => format!("{} ({})", m.name(), if self.snap_reused { "reused" } else { "created" }),
+            // Ids, times and reuse (of a snapshot a concurrent query took)
+            // change from run to run: only with TIMING.
+            Some(m) if !(*es).timing => m.name().to_string(),
             Some(m) => {
                 let how = if self.snap_reused {
                     "reused".to_string()

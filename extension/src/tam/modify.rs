@@ -118,17 +118,23 @@ pub fn conflict_out(rel: pg_sys::Relation, table: &Table, h: &RowHeader, seen: S
     }
 }
 
-/// Dead-tuple credits given this transaction, per relation: an in-place
-/// update leaves no dead tuple, but PostgreSQL counts every update as one
-/// when the transaction ends; the credit cancels it at once.
-static mut DEAD_CREDITS: Vec<(pg_sys::Oid, i64)> = Vec::new();
+/// Dead-tuple credits given this transaction, per relation (its pending
+/// statistics entry, which lives until the transaction's statistics are
+/// flushed, also for a relation dropped meanwhile): an in-place update
+/// leaves no dead tuple, but PostgreSQL counts every update as one when the
+/// transaction ends; the credit cancels it at once.
+static mut DEAD_CREDITS: Vec<(*mut pg_sys::PgStat_TableStatus, i64)> = Vec::new();
 
 unsafe fn credit_dead_tuple(rel: pg_sys::Relation) {
     pg_sys::pgstat_update_heap_dead_tuples(rel, 1);
+    let stats = (*rel).pgstat_info;
+    if stats.is_null() {
+        return;
+    }
     let credits = &mut *(&raw mut DEAD_CREDITS);
-    match credits.iter_mut().find(|(oid, _)| *oid == (*rel).rd_id) {
+    match credits.iter_mut().find(|(s, _)| *s == stats) {
         Some((_, n)) => *n += 1,
-        None => credits.push(((*rel).rd_id, 1)),
+        None => credits.push((stats, 1)),
     }
 }
 
@@ -142,12 +148,10 @@ pub unsafe fn settle_dead_tuple_credits(prepared: bool) {
     if !prepared {
         return;
     }
-    for (oid, n) in credits {
-        let rel = pg_sys::RelationIdGetRelation(oid);
-        if !rel.is_null() {
-            pg_sys::pgstat_update_heap_dead_tuples(rel, -n as i32);
-            pg_sys::RelationClose(rel);
-        }
+    for (stats, n) in credits {
+        // SAFETY: pending entries live until the statistics are flushed,
+        // after the transaction.
+        (*stats).t_counts.t_delta_dead_tuples += n;
     }
 }
 
@@ -488,6 +492,49 @@ unsafe fn mvcc(snapshot: pg_sys::Snapshot) -> Option<Visibility> {
     }
 }
 
+/// heap's heavyweight tuple lock (`heap_acquire_tuplock`): taken before
+/// sleeping on the transaction that holds a row, so that the waiters of a
+/// row queue up in order instead of racing when it is freed (a later
+/// waiter winning the race could block an earlier one behind itself for
+/// good), and held until the change or lock is made. Released when dropped,
+/// except while unwinding from an error: the abort releases it then.
+pub struct TupleLock {
+    rel: pg_sys::Relation,
+    tid: pg_sys::ItemPointerData,
+    held: Option<pg_sys::LOCKMODE>,
+}
+
+impl TupleLock {
+    fn new(rel: pg_sys::Relation) -> TupleLock {
+        TupleLock { rel, tid: Default::default(), held: None }
+    }
+
+    /// Before waiting for `row`'s holders, in row-lock mode `mode`.
+    unsafe fn acquire(&mut self, row: u64, mode: u32) {
+        if self.held.is_some() {
+            return;
+        }
+        // heap's tupleLockExtraInfo: the lock mode standing for each row-lock mode
+        const HEAVYWEIGHT: [u32; 4] =
+            [pg_sys::AccessShareLock, pg_sys::RowShareLock, pg_sys::ExclusiveLock, pg_sys::AccessExclusiveLock];
+        let lockmode = HEAVYWEIGHT[mode as usize & 3] as pg_sys::LOCKMODE;
+        row_to_tid(row, &mut self.tid);
+        pg_sys::LockTuple(self.rel, &mut self.tid, lockmode);
+        self.held = Some(lockmode);
+    }
+}
+
+impl Drop for TupleLock {
+    fn drop(&mut self) {
+        if let Some(mode) = self.held {
+            if !std::thread::panicking() {
+                // SAFETY: we took this lock on this relation and TID.
+                unsafe { pg_sys::UnlockTuple(self.rel, &mut self.tid, mode) };
+            }
+        }
+    }
+}
+
 /// Claim `row` for a change in `mode`: wait out running writers and
 /// lockers, repair leftovers of aborted in-place updates, and report
 /// conflicts. Returns the header to change, or the TM_Result to return.
@@ -504,6 +551,7 @@ unsafe fn claim(
     wait: bool,
     tmfd: *mut pg_sys::TM_FailureData,
     what: &str,
+    tuple_lock: &mut TupleLock,
 ) -> Result<RowHeader, pg_sys::TM_Result::Type> {
     let vis = mvcc(snapshot);
     loop {
@@ -518,6 +566,11 @@ unsafe fn claim(
                 if !wait {
                     fill_failure(tmfd, row, &h, None);
                     return Err(TM_BeingModified);
+                }
+                // (not when upgrading a lock we hold: heap's skip_tuple_lock,
+                // else we could deadlock with a waiter queued on it)
+                if !locked_by_us(&h) {
+                    tuple_lock.acquire(row, mode);
                 }
                 wait_for(&xids, rel, row, oper);
                 continue;
@@ -558,8 +611,9 @@ pub unsafe extern "C-unwind" fn tuple_delete(
     let row = tid_to_row(tid).unwrap_or(u64::MAX);
     conflict_in(rel);
     let xid: u32 = pg_sys::GetCurrentTransactionId().into();
+    let mut tuple_lock = TupleLock::new(rel);
     loop {
-        let h = match claim(rel, table, row, cid, LockTupleExclusive, pg_sys::XLTW_Oper::XLTW_Delete, snapshot, crosscheck, wait, tmfd, "delete") {
+        let h = match claim(rel, table, row, cid, LockTupleExclusive, pg_sys::XLTW_Oper::XLTW_Delete, snapshot, crosscheck, wait, tmfd, "delete", &mut tuple_lock) {
             Ok(h) => h,
             Err(r) => return r,
         };
@@ -742,6 +796,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
     let row = tid_to_row(otid).unwrap_or(u64::MAX);
     conflict_in(rel);
     crate::undo::collect_garbage(GARBAGE_PER_WRITE);
+    let mut tuple_lock = TupleLock::new(rel);
     let xid: u32 = pg_sys::GetCurrentTransactionId().into();
     let desc = (*rel).rd_att;
     let natts = (*desc).natts as usize;
@@ -770,7 +825,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
     loop {
         let mode = if changes_any(table, row, &new_values, &key_cols) { LockTupleExclusive } else { LockTupleNoKeyExclusive };
         *lockmode = mode;
-        let h = match claim(rel, table, row, cid, mode, pg_sys::XLTW_Oper::XLTW_Update, snapshot, crosscheck, wait, tmfd, "update") {
+        let h = match claim(rel, table, row, cid, mode, pg_sys::XLTW_Oper::XLTW_Update, snapshot, crosscheck, wait, tmfd, "update", &mut tuple_lock) {
             Ok(h) => h,
             Err(r) => return r,
         };
@@ -1019,6 +1074,7 @@ pub unsafe extern "C-unwind" fn tuple_lock(
     // The caller is at the newest version already (it retries where an
     // earlier lock sent it): no re-check of in-place changes.
     let at_newest = super::tid_is_newest(tid);
+    let mut tuple_lock = TupleLock::new(rel);
     let mut traversed = false;
     let mut newer_in_place = false;
     if flags == 0 {
@@ -1048,7 +1104,14 @@ pub unsafe extern "C-unwind" fn tuple_lock(
                         return TM_WouldBlock;
                     }
                     pg_sys::LockWaitPolicy::LockWaitError => lock_not_available(rel),
-                    _ => wait_for(&xids, rel, row, oper),
+                    _ => {
+                        // (not when upgrading a lock we hold: heap's skip_tuple_lock,
+                // else we could deadlock with a waiter queued on it)
+                if !locked_by_us(&h) {
+                    tuple_lock.acquire(row, mode);
+                }
+                        wait_for(&xids, rel, row, oper)
+                    }
                 }
                 continue;
             }
