@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Set up everything and run every anker test:
 #   engine unit and property tests (cargo test), pg_regress suites (sql/),
-#   pg_isolation_regress specs (specs/), server-level tests (tests/*.sh),
+#   pg_isolation_regress specs (specs/), PostgreSQL's own regress and
+#   isolation suites with anker as the default AM (tests/pg-suites/),
+#   server-level tests (tests/*.sh),
 #   the kernel patch's selftests in QEMU (kernel-patch/run-tests.sh) and the
 #   benchmark smoke run (bench/htap.sh --smoke).
 # The last line of output is "N passed, N failed".
@@ -104,6 +106,17 @@ if ! skip isolation; then
         # heap when scripts/isolation-expected.sh makes the expected output.
         EXTRA_CONF="default_table_access_method = '${ANKER_ISOLATION_AM:-anker}'" \
             run_pg_regress isolation "$PGXS_TEST/isolation/pg_isolation_regress" "${SPECS[@]}"
+    fi
+fi
+
+if ! skip pg-suites; then
+    banner "PostgreSQL's regress and isolation suites, heap and anker: tests/pg-suites/run.sh"
+    tests/pg-suites/run.sh 2>&1 | tee "$WORK/pg-suites.log"
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$WORK/pg-suites.log" | tail -n 1)
+    if [ -n "$line" ]; then
+        record pg-suites "$(echo "$line" | awk '{print $1}')" "$(echo "$line" | awk '{print $3}')"
+    else
+        record pg-suites 0 1
     fi
 fi
 

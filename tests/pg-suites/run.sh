@@ -5,6 +5,9 @@
 #
 #   tests/pg-suites/run.sh [--suites regress,isolation] [--ams heap,anker] [--keep]
 #                          [--tests "name ..."]   (those tests instead of the schedule)
+#                          [--accept]   (keep anker's output of every test that fails
+#                                        only on anker as its alternative expected file:
+#                                        for reviewed differences only, see differences.md)
 #
 # The suites come from Debian's source package of the installed postgresql-15
 # (fetched with `apt-get source`, cached under /var/tmp/anker-pgsrc). Each
@@ -34,13 +37,15 @@ SUITES=regress,isolation
 AMS=heap,anker
 KEEP=0
 ONLY=
+ACCEPT=0
 while [ $# -gt 0 ]; do
     case $1 in
         --suites) SUITES=$2; shift 2 ;;
         --ams) AMS=$2; shift 2 ;;
         --keep) KEEP=1; shift ;;
         --tests) ONLY=$2; shift 2 ;;
-        *) echo "usage: $0 [--suites regress,isolation] [--ams heap,anker] [--keep] [--tests \"name ...\"]" >&2; exit 2 ;;
+        --accept) ACCEPT=1; shift ;;
+        *) echo "usage: $0 [--suites regress,isolation] [--ams heap,anker] [--keep] [--tests \"name ...\"] [--accept]" >&2; exit 2 ;;
     esac
 done
 unset RUST_BACKTRACE RUST_LIB_BACKTRACE
@@ -104,6 +109,10 @@ include \$(PGXS)
 EOF
     make -s -C "$LIBDIR" >"$LIBDIR/build.log" 2>&1 || { tail -20 "$LIBDIR/build.log"; fail_setup "building the test modules failed"; }
 fi
+
+# The number of anker's alternative expected files: pg_regress tries
+# name_0.out .. name_9.out; PostgreSQL's own alternatives use low numbers.
+ALT=9
 
 # ---- running one suite on one access method ---------------------------------------
 WORK=$(mktemp -d /tmp/anker-pgsuites.XXXXXX)
@@ -211,6 +220,10 @@ for suite in "${suite_list[@]}"; do
             [ -n "$known" ] && echo "pg-suites: $suite/$name passes now: remove it from tests/pg-suites/known-failures"
         elif [ -n "$known" ]; then
             s_known=$((s_known + 1))
+        elif [ "$ACCEPT" = 1 ] && [ "$a" = failed ]; then
+            mkdir -p "$HERE/expected/$suite"
+            cp "$WORK/$suite-anker/results/$name.out" "$HERE/expected/$suite/${name}_$ALT.out"
+            echo "pg-suites: $suite/$name: anker's output kept as expected/$suite/${name}_$ALT.out"
         else
             s_fail=$((s_fail + 1))
             echo "pg-suites: $suite/$name passes on heap, fails on anker (${a:-not run})"
