@@ -4,6 +4,7 @@ pub mod sync;
 pub mod column;
 pub mod table;
 pub mod version;
+pub mod change;
 pub mod stats;
 pub mod agg;
 pub mod snapshot;

@@ -314,7 +314,7 @@ pub struct RowHeader {
 }
 
 /// A change to an existing row, applied by [`Table::modify_row`].
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RowChange {
     /// New creator (VACUUM's freezing; `FrozenTransactionId`).
     pub xmin: Option<u32>,
@@ -1148,39 +1148,10 @@ impl Table {
             let first = self.nrows.fetch_add(n, Ordering::AcqRel);
             out.extend(first..first + n);
         }
-        let mut retire = |r| self.retire_replaced(arena, r);
         for (k, values) in rows.iter().enumerate() {
             let row = out[k];
-            let res = (|| -> AllocResult<()> {
-                assert_eq!(values.len(), ncols);
-                // system columns first: their pages must exist before xmin is set
-                let sp = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
-                // SAFETY: element index within the page; the row id is ours
-                // alone (fresh, or taken from the free list).
-                let s = unsafe { self.stamps.element::<Stamp>(sp, row) };
-                // Keep the row unpublished while we write it: fresh rows
-                // have xmin 0, reused ones stay VACANT until the final store.
-                let old = s.flags.load(Ordering::Relaxed);
-                s.flags.store(old | flag::VACANT, Ordering::Relaxed);
-                // The block's summary word must exist, so that every later
-                // writer's touch bumps it (see `mark_block_clean`).
-                self.summaries.page_for_write(arena, &self.heap, row >> crate::version::SUMMARY_ROWS_SHIFT, epoch, &mut retire)?;
-                self.touch_block(arena, row);
-                let cp = self.cids.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
-                self.write_values(arena, row, values, &blobs[k * ncols..(k + 1) * ncols], epoch)?;
-                // SAFETY: as above, for cids.
-                let c = unsafe { self.cids.element::<Cids>(cp, row) };
-                c.cmin.store(cid, Ordering::Relaxed);
-                c.cmax.store(0, Ordering::Relaxed);
-                // Links stay unwritten (their pages may not even exist)
-                // until a row gets a version chain or a successor.
-                s.xmax.store(0, Ordering::Relaxed);
-                s.locker.store(locker, Ordering::Relaxed);
-                s.xmin.store(xid, Ordering::Release);
-                let seq = (old & !((1 << flag::SEQ_SHIFT) - 1)).wrapping_add(flag::SEQ_ONE);
-                s.flags.store(seq | extra_flags, Ordering::Release);
-                Ok(())
-            })();
+            assert_eq!(values.len(), ncols);
+            let res = self.write_new_row(arena, row, values, &blobs[k * ncols..(k + 1) * ncols], xid, cid, extra_flags, locker, epoch);
             if let Err(e) = res {
                 // Rows from here on go back to the free list and their
                 // blobs are freed; rows before k are complete and keep theirs.
@@ -1198,6 +1169,98 @@ impl Table {
             }
         }
         Ok(())
+    }
+
+    /// Write a whole row at `row`, an id nobody else uses (fresh, from the
+    /// free list, or given by redo) and publish it.
+    #[allow(clippy::too_many_arguments)] // a row's full stamp, spelt out
+    fn write_new_row(
+        &self,
+        arena: &Arena,
+        row: u64,
+        values: &[Value],
+        blobs: &[Off],
+        xid: u32,
+        cid: u32,
+        extra_flags: u32,
+        locker: u32,
+        epoch: u32,
+    ) -> AllocResult<()> {
+        let mut retire = |r| self.retire_replaced(arena, r);
+        // system columns first: their pages must exist before xmin is set
+        let sp = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
+        // SAFETY: element index within the page; the row id is ours alone.
+        let s = unsafe { self.stamps.element::<Stamp>(sp, row) };
+        // Keep the row unpublished while we write it: fresh rows have xmin
+        // 0, reused ones stay VACANT until the final store.
+        let old = s.flags.load(Ordering::Relaxed);
+        s.flags.store(old | flag::VACANT, Ordering::Relaxed);
+        // The block's summary word must exist, so that every later writer's
+        // touch bumps it (see `mark_block_clean`).
+        self.summaries.page_for_write(arena, &self.heap, row >> crate::version::SUMMARY_ROWS_SHIFT, epoch, &mut retire)?;
+        self.touch_block(arena, row);
+        let cp = self.cids.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
+        self.write_values(arena, row, values, blobs, epoch)?;
+        // SAFETY: as above, for cids.
+        let c = unsafe { self.cids.element::<Cids>(cp, row) };
+        c.cmin.store(cid, Ordering::Relaxed);
+        c.cmax.store(0, Ordering::Relaxed);
+        // Links stay unwritten (their pages may not even exist) until a row
+        // gets a version chain or a successor.
+        s.xmax.store(0, Ordering::Relaxed);
+        s.locker.store(locker, Ordering::Relaxed);
+        s.xmin.store(xid, Ordering::Release);
+        let seq = (old & !((1 << flag::SEQ_SHIFT) - 1)).wrapping_add(flag::SEQ_ONE);
+        s.flags.store(seq | extra_flags, Ordering::Release);
+        Ok(())
+    }
+
+    /// Redo of an insert: write a row at the given id, extending the table
+    /// if needed (ids in between stay absent). `flags` are the row's flags
+    /// as first stored (hint and latch bits are dropped).
+    #[allow(clippy::too_many_arguments)] // a row's full stamp, spelt out
+    pub fn insert_row_at(
+        &self,
+        arena: &Arena,
+        row: u64,
+        values: &[Value],
+        xmin: u32,
+        cmin: u32,
+        flags: u32,
+        locker: u32,
+    ) -> AllocResult<()> {
+        let mut padded: Vec<Value> = values.to_vec();
+        padded.resize(self.ncols(), Value::Null);
+        let mut blobs = vec![];
+        self.prepare_blobs(arena, &padded, &mut blobs)?;
+        let _g = self.latch.shared();
+        let epoch = self.snap_epoch.load(Ordering::Acquire);
+        let keep = flags & !(flag::HINTS | flag::LATCH | flag::SEQ_CHECK);
+        let res = self.write_new_row(arena, row, &padded, &blobs, xmin, cmin, keep, locker, epoch);
+        if res.is_err() {
+            self.discard_blobs(arena, &blobs);
+        } else {
+            self.nrows.fetch_max(row + 1, Ordering::AcqRel);
+        }
+        res
+    }
+
+    /// Forget every reusable row id (redo rebuilds the list afterwards).
+    pub(crate) fn clear_free_rows(&self, arena: &Arena) {
+        let _g = self.free_lock.lock();
+        let mut head = self.free_head.swap(NULL_OFF, Ordering::Relaxed);
+        while head != NULL_OFF {
+            // SAFETY: chunks on the stack are live allocations of ours.
+            let next = unsafe { (*arena.ptr::<FreeChunk>(head)).next };
+            self.heap.free(arena, head);
+            head = next;
+        }
+        self.free_count.store(0, Ordering::Relaxed);
+    }
+
+    /// Offer vacant rows for reuse.
+    pub(crate) fn push_vacant_rows(&self, arena: &Arena, rows: &[u64]) {
+        self.push_free_rows(arena, rows);
     }
 
     /// Pop up to `n` reusable row ids into `out`.

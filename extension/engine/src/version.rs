@@ -468,6 +468,55 @@ impl Table {
         Ok(())
     }
 
+    /// Give `row` the version chain `records` (newest first): redo of a
+    /// rewrite's copy, whose table nobody else uses yet.
+    pub fn build_chain(&self, arena: &Arena, row: u64, records: &[crate::change::ChainRecord]) -> AllocResult<()> {
+        let mut head = NULL_OFF;
+        // Build from the oldest record up, each linking to the one before.
+        for r in records.iter().rev() {
+            let size = HEADER + r.images.iter().map(|(c, _)| entry_bytes(self.column(arena, *c).width_shift)).sum::<usize>();
+            let off = self.heap.alloc(arena, size)?;
+            // SAFETY: a fresh allocation of `size` bytes, ours until linked.
+            unsafe {
+                std::ptr::write(
+                    arena.ptr::<UndoRec>(off),
+                    UndoRec {
+                        next: AtomicU64::new(head),
+                        xmin: r.xmin,
+                        cmin: r.cmin,
+                        superseded_by: r.superseded_by,
+                        xmin_flags: r.xmin_flags,
+                        nvals: r.images.len() as u32,
+                        _pad: 0,
+                    },
+                );
+                let mut p = arena.ptr::<u8>(off).add(HEADER);
+                for (c, v) in &r.images {
+                    let col = self.column(arena, *c);
+                    let width = 1usize << col.width_shift;
+                    std::ptr::write(p as *mut UndoEntry, UndoEntry { col: *c as u32, null: matches!(v, crate::change::Val::Null) as u32 });
+                    let data = p.add(ENTRY_HEADER);
+                    std::ptr::write_bytes(data, 0, entry_bytes(col.width_shift) - ENTRY_HEADER);
+                    match v {
+                        crate::change::Val::Null => {}
+                        crate::change::Val::Fixed(b) | crate::change::Val::Inline(b) => {
+                            std::ptr::copy_nonoverlapping(b.as_ptr(), data, b.len().min(width));
+                        }
+                        crate::change::Val::Blob(b) => {
+                            let blob = self.heap.alloc(arena, b.len().max(1))?;
+                            std::ptr::copy_nonoverlapping(b.as_ptr(), arena.ptr::<u8>(blob), b.len());
+                            (data.add(4) as *mut u32).write_unaligned(b.len() as u32);
+                            (data.add(8) as *mut u64).write_unaligned(blob);
+                        }
+                    }
+                    p = p.add(entry_bytes(col.width_shift));
+                }
+            }
+            head = off;
+        }
+        self.set_chain(arena, row, head)
+    }
+
     /// Length of the chain of `row` (for statistics and tests).
     pub fn chain_len(&self, arena: &Arena, row: u64) -> usize {
         let Some(h) = self.header(arena, row) else { return 0 };
