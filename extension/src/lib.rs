@@ -13,6 +13,7 @@ use pgrx::prelude::*;
 
 mod agg_node;
 mod datum;
+mod durable;
 mod error;
 mod guc;
 mod pg_raw;
@@ -45,6 +46,7 @@ pub extern "C-unwind" fn _PG_init() {
         return;
     }
     guc::apply_malloc_settings();
+    durable::redo::register();
     tam::slot::init_ops();
     shmem::reserve_arena();
     shmem::install_hooks();

@@ -72,7 +72,18 @@ pub fn table_of(rel: pg_sys::Relation) -> &'static Table {
             return arena.get::<Table>((*c).table);
         }
         let desc = (*rel).rd_att;
-        let t = shmem::directory().get_or_create(arena, &key, &|| datum::specs_for(desc)).or_raise();
+        // Not in memory (a restart, a new relfilenode of another backend):
+        // from the relation file's change log, if it has one.
+        let persistence = (*(*rel).rd_rel).relpersistence;
+        let loaded = if persistence == pg_sys::RELPERSISTENCE_TEMP as std::ffi::c_char {
+            None
+        } else {
+            crate::durable::ensure_loaded(&key, (*rel).rd_node, persistence == pg_sys::RELPERSISTENCE_PERMANENT as std::ffi::c_char)
+        };
+        let t = match loaded {
+            Some(t) => t,
+            None => shmem::directory().get_or_create(arena, &key, &|| datum::specs_for(desc)).or_raise(),
+        };
         let scratch = crate::tam::scan::Reader::scratch_bytes(desc, t);
         if !(*rel).rd_amcache.is_null() && (*((*rel).rd_amcache as *const AmCache)).scratch != scratch {
             pg_sys::pfree((*rel).rd_amcache);
@@ -170,7 +181,20 @@ fn sync_columns(rel: pg_sys::Relation, t: &Table, desc: pg_sys::TupleDesc) {
         // SAFETY: rel is open.
         let added_here = !att.attisdropped && unsafe { !attribute_predates_xact((*rel).rd_id, att.attnum) };
         let state = if added_here { ColumnState::Tentative } else { ColumnState::Permanent };
-        t.set_column(arena, i, datum::spec_for(att), v, state).or_raise();
+        // SAFETY: the ALTER that added the attribute has an xid.
+        let owner_xid: u32 = if added_here { unsafe { pg_sys::GetCurrentTransactionId().into() } } else { 0 };
+        let spec = datum::spec_for(att);
+        crate::durable::write(rel, t, |log| {
+            t.set_column(arena, i, spec, v, state).or_raise();
+            t.column(arena, i).set_owner_xid(owner_xid);
+            log.push(&anker_engine::change::Change::SetColumn {
+                col: i,
+                spec,
+                fill: anker_engine::change::Val::from_value(&v),
+                state,
+                owner_xid,
+            });
+        });
         if added_here {
             pending().push(Pending { key: t.key, kind: PendingKind::TentativeColumn(i as u16) });
         }
@@ -215,8 +239,8 @@ unsafe fn attribute_predates_xact(relid: pg_sys::Oid, attnum: i16) -> bool {
 fn settle_tentative_column(key: &TableKey, col: u16, committed: bool) {
     let arena = shmem::arena();
     if let Some(t) = shmem::directory().lookup(arena, key) {
-        if (col as usize) < t.ncols() && t.column(arena, col as usize).state() == ColumnState::Tentative {
-            t.column(arena, col as usize).set_state(if committed { ColumnState::Permanent } else { ColumnState::Leftover });
+        if (col as usize) < t.ncols() {
+            crate::durable::set_column_state(t, col as usize, if committed { ColumnState::Permanent } else { ColumnState::Leftover });
         }
     }
 }
@@ -286,12 +310,27 @@ pub fn create_new_storage(rel: pg_sys::Relation, new_node: &pg_sys::RelFileNode)
 }
 
 /// TRUNCATE of a table created in this transaction: empty it in place.
-pub fn truncate_in_place(rel: pg_sys::Relation) {
+pub fn truncate_in_place(rel: pg_sys::Relation) -> &'static Table {
     let key = key_of(rel);
     free_storage(&key);
     // SAFETY: rel is open.
     let desc = unsafe { (*rel).rd_att };
-    shmem::directory().get_or_create(shmem::arena(), &key, &|| datum::specs_for(desc)).or_raise();
+    shmem::directory().get_or_create(shmem::arena(), &key, &|| datum::specs_for(desc)).or_raise()
+}
+
+/// SET TABLESPACE copied `rel`'s files to `new_node`: the table under the
+/// new key loads from the copied log on first use; the old storage goes at
+/// commit, the new one (if loaded) at abort.
+pub fn adopt_copied_storage(rel: pg_sys::Relation, new_node: &pg_sys::RelFileNode) {
+    // SAFETY: rel is open.
+    let backend = unsafe { (*rel).rd_backend };
+    let new_key = node_key(new_node, backend);
+    let old_key = key_of(rel);
+    if shmem::directory().lookup(shmem::arena(), &old_key).is_some() {
+        pending().push(Pending { key: old_key, kind: PendingKind::Dropped });
+    }
+    free_storage(&new_key);
+    pending().push(Pending { key: new_key, kind: PendingKind::Created });
 }
 
 pub fn install_hooks() {

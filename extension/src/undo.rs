@@ -93,7 +93,13 @@ fn undo(entries: &[Entry]) {
     let dir = shmem::directory();
     for e in entries.iter().rev() {
         if let Some(t) = dir.lookup(arena, &e.key) {
-            t.undo_update(arena, e.row, e.xid);
+            // Logged: replaying a table's log must not need the clog to
+            // know which versions were put back.
+            crate::durable::write_table(t, |log| {
+                if t.undo_update(arena, e.row, e.xid) {
+                    log.push(&anker_engine::change::Change::Undo { row: e.row, xid: e.xid });
+                }
+            });
         }
     }
 }

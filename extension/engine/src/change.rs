@@ -90,8 +90,9 @@ pub enum Change<'a> {
     /// The version chain of a row a rewrite copied (oldest record last).
     Chain { row: u64, records: Vec<ChainRecord<'a>> },
     /// [`Table::set_column`]: column `col` (new, or replacing a leftover)
-    /// with `fill` in every existing row.
-    SetColumn { col: usize, spec: ColumnSpec, fill: Val<'a>, state: ColumnState },
+    /// with `fill` in every existing row; a tentative one records the
+    /// transaction that added its attribute (redo settles it by its fate).
+    SetColumn { col: usize, spec: ColumnSpec, fill: Val<'a>, state: ColumnState, owner_xid: u32 },
     /// A tentative column settled.
     ColumnState { col: usize, state: ColumnState },
     /// [`Table::vacate_rows`]: dead rows given up (VACUUM).
@@ -315,10 +316,11 @@ impl<'a> Change<'a> {
                     }
                 }
             }
-            Change::SetColumn { col, spec, fill, state } => {
+            Change::SetColumn { col, spec, fill, state, owner_xid } => {
                 w.u8(K_SET_COLUMN);
                 w.u32(*col as u32);
                 w.spec(*spec, *state);
+                w.u32(*owner_xid);
                 w.val(fill);
             }
             Change::ColumnState { col, state } => {
@@ -396,7 +398,8 @@ impl<'a> Change<'a> {
             K_SET_COLUMN => {
                 let col = r.u32()? as usize;
                 let (spec, state) = r.spec()?;
-                Change::SetColumn { col, spec, fill: r.val()?, state }
+                let owner_xid = r.u32()?;
+                Change::SetColumn { col, spec, fill: r.val()?, state, owner_xid }
             }
             K_COLUMN_STATE => {
                 let col = r.u32()? as usize;
@@ -597,9 +600,11 @@ impl Table {
                 Ok(())
             }
             Change::Chain { row, records } => self.build_chain(arena, *row, records),
-            Change::SetColumn { col, spec, fill, state } => {
+            Change::SetColumn { col, spec, fill, state, owner_xid } => {
                 let _g = self.schema_lock.lock();
-                self.set_column(arena, *col, *spec, fill.value(), *state)
+                self.set_column(arena, *col, *spec, fill.value(), *state)?;
+                self.column(arena, *col).set_owner_xid(*owner_xid);
+                Ok(())
             }
             Change::ColumnState { col, state } => {
                 if *col < self.ncols() {

@@ -336,6 +336,8 @@ pub struct Column {
     pub nulls: PageTable,
     /// A [`ColumnState`].
     state: AtomicU32,
+    /// For a tentative column: the transaction that added its attribute.
+    owner_xid: AtomicU32,
 }
 
 /// Where a column added after the table was created stands. ALTER TABLE ADD
@@ -365,6 +367,15 @@ impl Column {
 
     pub fn set_state(&self, state: ColumnState) {
         self.state.store(state as u32, Ordering::Release);
+    }
+
+    /// The transaction whose attribute a tentative column stores.
+    pub fn owner_xid(&self) -> u32 {
+        self.owner_xid.load(Ordering::Acquire)
+    }
+
+    pub fn set_owner_xid(&self, xid: u32) {
+        self.owner_xid.store(xid, Ordering::Release);
     }
 
     pub fn spec(&self) -> ColumnSpec {
@@ -430,6 +441,15 @@ pub struct Table {
     pub(crate) ncols: AtomicU32,
     /// Incremented whenever a column is added or replaced.
     schema_gen: AtomicU32,
+    /// Durability (kept by the PostgreSQL boundary): sequence number of the
+    /// last change logged or replayed, the last block of the on-disk change
+    /// log (`u32::MAX`: not known yet), whether that log is WAL-logged
+    /// (1) or unlogged (0), and whether the table is being loaded from disk
+    /// (others wait).
+    pub durable_seq: AtomicU64,
+    pub log_tail: AtomicU32,
+    pub log_permanent: AtomicU32,
+    pub loading: AtomicU32,
     /// A prepared transaction (two-phase commit) that created or dropped
     /// this storage; 0 if none. See [`Directory::mark_prepared`].
     prepared_xid: AtomicU32,
@@ -490,6 +510,10 @@ impl Table {
             (*t).free_count = AtomicU64::new(0);
             (*t).ncols = AtomicU32::new(0);
             (*t).schema_gen = AtomicU32::new(0);
+            (*t).durable_seq = AtomicU64::new(0);
+            (*t).log_tail = AtomicU32::new(u32::MAX);
+            (*t).log_permanent = AtomicU32::new(0);
+            (*t).loading = AtomicU32::new(0);
             (*t).prepared_xid = AtomicU32::new(0);
             (*t).prepared_drop = AtomicU32::new(0);
             (*t).snap_epoch = AtomicU32::new(1);
@@ -544,6 +568,7 @@ impl Table {
             (*col).values.init(spec.width_shift);
             (*col).nulls.init(u32::MAX);
             (*col).state = AtomicU32::new(ColumnState::Permanent as u32);
+            (*col).owner_xid = AtomicU32::new(0);
         }
         self.col_slot(arena, n).store(c, Ordering::Release);
         self.ncols.store(n as u32 + 1, Ordering::Release);
@@ -572,6 +597,7 @@ impl Table {
             (*col).values.init(spec.width_shift);
             (*col).nulls.init(u32::MAX);
             (*col).state = AtomicU32::new(state as u32);
+            (*col).owner_xid = AtomicU32::new(0);
         }
         // Fill before publishing; on failure drop the half-built column.
         let epoch = self.snap_epoch.load(Ordering::Acquire);
@@ -1320,6 +1346,12 @@ impl Table {
     /// SET TABLESPACE). Returns the new row id; successor links are the
     /// caller's to remap.
     pub fn copy_row_to(&self, arena: &Arena, row: u64, h: &RowHeader, dst: &Table) -> AllocResult<u64> {
+        self.copy_row_to_at(arena, row, h, dst, None)
+    }
+
+    /// [`copy_row_to`](Self::copy_row_to), at row id `at` of `dst` when
+    /// given (copies that keep every row id).
+    pub fn copy_row_to_at(&self, arena: &Arena, row: u64, h: &RowHeader, dst: &Table, at: Option<u64>) -> AllocResult<u64> {
         let ncols = self.ncols().min(dst.ncols());
         let mut holders: Vec<ValueRef> = Vec::with_capacity(dst.ncols());
         for i in 0..dst.ncols() {
@@ -1345,10 +1377,19 @@ impl Table {
             .collect();
         let mut blobs = vec![];
         dst.prepare_blobs(arena, &values, &mut blobs)?;
-        let mut out = vec![];
         let keep = h.flags & (flag::HINTS | flag::SPECULATIVE);
-        dst.insert_rows(arena, &[&values], &blobs, h.xmin, h.cmin, keep & !(flag::XMAX_COMMITTED | flag::XMAX_ABORTED), 0, &mut out)?;
-        let new = out[0];
+        let new = match at {
+            Some(r) => {
+                dst.discard_blobs(arena, &blobs);
+                dst.insert_row_at(arena, r, &values, h.xmin, h.cmin, keep & flag::SPECULATIVE, 0)?;
+                r
+            }
+            None => {
+                let mut out = vec![];
+                dst.insert_rows(arena, &[&values], &blobs, h.xmin, h.cmin, keep & !(flag::XMAX_COMMITTED | flag::XMAX_ABORTED), 0, &mut out)?;
+                out[0]
+            }
+        };
         if h.chain != NULL_OFF {
             let chain = self.copy_chain_to(arena, h.chain, dst)?;
             dst.set_chain(arena, new, chain)?;
@@ -1608,15 +1649,30 @@ impl Directory {
         key: &TableKey,
         specs: &dyn Fn() -> Vec<ColumnSpec>,
     ) -> AllocResult<&'a Table> {
+        self.find_or_create(arena, key, specs, false).map(|(t, _)| t)
+    }
+
+    /// Find the table for `key`, or create it with `specs`: then, with
+    /// `loading`, it is published with its `loading` flag set (whoever
+    /// finds it waits until the creator has filled it). Returns whether it
+    /// was created.
+    pub fn find_or_create<'a>(
+        &self,
+        arena: &'a Arena,
+        key: &TableKey,
+        specs: &dyn Fn() -> Vec<ColumnSpec>,
+        loading: bool,
+    ) -> AllocResult<(&'a Table, bool)> {
         let _g = self.lock.lock();
         if let Some(i) = self.find(arena, key) {
             // SAFETY: used slots point at live tables.
-            return Ok(unsafe { arena.get::<Table>(self.slot(arena, i).table) });
+            return Ok((unsafe { arena.get::<Table>(self.slot(arena, i).table) }, false));
         }
         if (self.count + 1) * 4 > self.capacity * 3 {
             return Err(AllocError::OutOfMemory { requested: std::mem::size_of::<DirSlot>() as u64 });
         }
         let table = Table::create(arena, &self.owner, *key, &specs())?;
+        table.loading.store(loading as u32, Ordering::Release);
         let mask = self.capacity - 1;
         let mut i = (hash_key(key) as u32) & mask;
         loop {
@@ -1631,7 +1687,7 @@ impl Directory {
         }
         // SAFETY: count is guarded by the lock.
         unsafe { (*(self as *const Directory as *mut Directory)).count += 1 };
-        Ok(table)
+        Ok((table, true))
     }
 
     /// Remove and free the table for `key`. Returns false if there is none.

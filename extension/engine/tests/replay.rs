@@ -200,7 +200,7 @@ fn run(ops: &[Op]) {
                 let col = t.ncols();
                 let _g = t.schema_lock.lock();
                 t.set_column(&a, col, ColumnSpec::fixed(4), Value::Fixed(&fb), ColumnState::Permanent).unwrap();
-                log_change(Change::SetColumn { col, spec: ColumnSpec::fixed(4), fill: Val::Fixed(&fb), state: ColumnState::Permanent });
+                log_change(Change::SetColumn { col, spec: ColumnSpec::fixed(4), fill: Val::Fixed(&fb), state: ColumnState::Permanent, owner_xid: 0 });
             }
         }
     }

@@ -17,16 +17,38 @@ pub unsafe extern "C-unwind" fn relation_set_new_filenode(
 ) {
     *freeze_xid = pg_sys::RecentXmin;
     *minmulti = pg_sys::GetOldestMultiXactId();
-    // An empty file reserves the relfilenode (PostgreSQL picks new ones by
-    // checking for existing files) and lets PostgreSQL's own pending-delete
-    // machinery manage it. The data lives in the arena.
-    pg_sys::RelationCreateStorage(*newrnode, persistence, true);
-    storage::create_new_storage(rel, &*newrnode);
+    // The relation file holds the table's change log (`durable`); creating
+    // and dropping it is PostgreSQL's business, as for heap files.
+    let srel = pg_sys::RelationCreateStorage(*newrnode, persistence, true);
+    if persistence == pg_sys::RELPERSISTENCE_UNLOGGED as std::ffi::c_char {
+        // After a crash PostgreSQL resets the main fork from this (empty)
+        // init fork: an unlogged table comes back empty, as heap's do.
+        pg_sys::smgrcreate(srel, pg_sys::ForkNumber::INIT_FORKNUM, false);
+        log_smgrcreate(&*newrnode, pg_sys::ForkNumber::INIT_FORKNUM);
+        pg_sys::smgrimmedsync(srel, pg_sys::ForkNumber::INIT_FORKNUM);
+    }
+    let table = storage::create_new_storage(rel, &*newrnode);
+    crate::durable::start_log(rel, *newrnode, persistence, table);
 }
 
+extern "C-unwind" {
+    // catalog/storage_xlog.h; not in pgrx's bindings.
+    #[link_name = "log_smgrcreate"]
+    fn log_smgrcreate_c(rnode: *const pg_sys::RelFileNode, fork: pg_sys::ForkNumber::Type);
+}
+
+/// WAL-log the creation of a fork (heap does so for unlogged init forks).
+pub unsafe fn log_smgrcreate(rnode: &pg_sys::RelFileNode, fork: pg_sys::ForkNumber::Type) {
+    log_smgrcreate_c(rnode, fork);
+}
+
+/// TRUNCATE of a table created in the same transaction: empty the log's
+/// file (WAL-logged, as heap's) and start the log afresh.
 #[pg_guard]
 pub unsafe extern "C-unwind" fn relation_nontransactional_truncate(rel: pg_sys::Relation) {
-    storage::truncate_in_place(rel);
+    let table = storage::truncate_in_place(rel);
+    pg_sys::RelationTruncate(rel, 0);
+    crate::durable::start_log(rel, (*rel).rd_node, (*(*rel).rd_rel).relpersistence, table);
 }
 
 #[pg_guard]

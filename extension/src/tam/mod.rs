@@ -16,7 +16,7 @@ use pgrx::prelude::*;
 #[allow(unused_imports)]
 use crate::sql::assert_preloaded;
 
-mod ddl;
+pub mod ddl;
 mod index;
 pub mod modify;
 pub mod scan;

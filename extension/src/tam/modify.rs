@@ -25,8 +25,10 @@ use super::{row_to_tid, tid_to_row};
 use crate::datum::Encoder;
 use crate::error::{out_of_memory, OrRaise};
 use crate::shmem;
+use crate::durable;
 use crate::storage::{table_for_write, table_of};
 use crate::visibility::{xid_state, Seen, Visibility, XidState};
+use anker_engine::change::{Change, Val};
 use anker_engine::table::{flag, RowChange, RowHeader, Table, Value, ValueRef};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -155,6 +157,58 @@ pub unsafe fn settle_dead_tuple_credits(prepared: bool) {
     }
 }
 
+// ---- durable changes ----------------------------------------------------------
+//
+// Every change to a row goes through these: the engine change and its log
+// entry under the table's log lock (`durable::write`).
+
+/// [`Table::modify_row`], logged.
+pub(super) fn modify_logged(rel: pg_sys::Relation, table: &Table, row: u64, h: &RowHeader, change: &RowChange) -> bool {
+    durable::write(rel, table, |log| {
+        let ok = table.modify_row(shmem::arena(), row, h, change).or_raise();
+        if ok {
+            log.push(&Change::Modify { row, change: *change });
+        }
+        ok
+    })
+}
+
+/// [`Table::undo_update`] (the repair of an aborted in-place update),
+/// logged.
+pub(super) fn undo_logged(rel: pg_sys::Relation, table: &Table, row: u64, xid: u32) -> bool {
+    durable::write(rel, table, |log| {
+        let done = table.undo_update(shmem::arena(), row, xid);
+        if done {
+            log.push(&Change::Undo { row, xid });
+        }
+        done
+    })
+}
+
+/// [`Table::insert_rows`], logged. `rows` must have as many values as the
+/// table has columns.
+#[allow(clippy::too_many_arguments)] // insert_rows' arguments
+fn insert_logged(
+    rel: pg_sys::Relation,
+    table: &Table,
+    rows: &[&[Value]],
+    blobs: &[anker_engine::arena::Off],
+    xid: u32,
+    cid: u32,
+    flags: u32,
+    locker: u32,
+    ids: &mut Vec<u64>,
+) {
+    durable::write(rel, table, |log| {
+        table.insert_rows(shmem::arena(), rows, blobs, xid, cid, flags, locker, ids).or_raise();
+        if log.is_enabled() {
+            for (k, &row) in ids.iter().enumerate() {
+                log.push(&Change::Insert { row, xmin: xid, cmin: cid, flags, locker, values: rows[k].iter().map(Val::from_value).collect() });
+            }
+        }
+    })
+}
+
 // ---- inserts ----------------------------------------------------------------
 
 /// Rows of earlier committed in-place updates whose chains each write
@@ -204,7 +258,7 @@ unsafe fn insert_slots(
     }
     let row_refs: Vec<&[_]> = rows.iter().map(|r| r.as_slice()).collect();
     let mut ids = Vec::with_capacity(slots.len());
-    table.insert_rows(arena, &row_refs, &blobs, xid, cid, flags, token, &mut ids).or_raise();
+    insert_logged(rel, table, &row_refs, &blobs, xid, cid, flags, token, &mut ids);
     // RETURNING may read the new rows' system columns.
     let stamps = RowHeader { xmin: xid, cmin: cid, ..Default::default() };
     for (k, &slot) in slots.iter().enumerate() {
@@ -275,7 +329,7 @@ pub unsafe extern "C-unwind" fn tuple_complete_speculative(
     };
     loop {
         let h = table.header(arena, row).expect("speculative row exists");
-        if table.modify_row(arena, row, &h, &change).or_raise() {
+        if modify_logged(rel, table, row, &h, &change) {
             break;
         }
     }
@@ -580,7 +634,7 @@ unsafe fn claim(
                 return Err(if deleted { TM_Deleted } else { TM_Updated });
             }
             Obstacle::Repair(xid) => {
-                table.undo_update(shmem::arena(), row, xid);
+                undo_logged(rel, table, row, xid);
                 continue;
             }
             Obstacle::None => {}
@@ -606,7 +660,6 @@ pub unsafe extern "C-unwind" fn tuple_delete(
     tmfd: *mut pg_sys::TM_FailureData,
     changing_part: bool,
 ) -> pg_sys::TM_Result::Type {
-    let arena = shmem::arena();
     let table = table_of(rel);
     let row = tid_to_row(tid).unwrap_or(u64::MAX);
     conflict_in(rel);
@@ -625,7 +678,7 @@ pub unsafe extern "C-unwind" fn tuple_delete(
             clear_flags: flag::UPDATED | flag::KEYS_KEPT,
             ..Default::default()
         };
-        if table.modify_row(arena, row, &h, &change).or_raise() {
+        if modify_logged(rel, table, row, &h, &change) {
             pg_sys::pgstat_count_heap_delete(rel);
             return TM_Ok;
         }
@@ -836,7 +889,14 @@ pub unsafe extern "C-unwind" fn tuple_update(
             // No indexed column changes: update in place, same row id.
             blobs.clear();
             table.prepare_blobs(arena, changes.iter().map(|(_, v)| v), &mut blobs).or_raise();
-            if !table.update_in_place(arena, row, &h, xid, cid, &changes, &blobs).or_raise() {
+            let done = durable::write(rel, table, |log| {
+                let done = table.update_in_place(arena, row, &h, xid, cid, &changes, &blobs).or_raise();
+                if done {
+                    log.push(&Change::Update { row, xid, cid, changes: changes.iter().map(|(c, v)| (*c, Val::from_value(v))).collect() });
+                }
+                done
+            });
+            if !done {
                 table.discard_blobs(arena, &blobs);
                 continue;
             }
@@ -868,7 +928,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
             clear_flags: (flag::UPDATED | flag::MOVED | flag::KEYS_KEPT) & !set_flags,
             ..Default::default()
         };
-        if !table.modify_row(arena, row, &h, &change).or_raise() {
+        if !modify_logged(rel, table, row, &h, &change) {
             continue;
         }
         break;
@@ -883,7 +943,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
     table.prepare_blobs(arena, &new_values, &mut blobs).or_raise();
     let mut ids = Vec::with_capacity(1);
     let mut carried = (0, 0);
-    table.insert_rows(arena, &[&new_values], &blobs, xid, cid, 0, 0, &mut ids).or_raise();
+    insert_logged(rel, table, &[&new_values], &blobs, xid, cid, 0, 0, &mut ids);
     let new_row = ids[0];
     loop {
         let h = header_of(table, row, "update");
@@ -896,13 +956,13 @@ pub unsafe extern "C-unwind" fn tuple_update(
                 clear_flags: (flag::LOCKER_MULTI | flag::LOCK_MODE_MASK) & !lockers.1,
                 ..Default::default()
             };
-            if !table.modify_row(arena, new_row, &new_h, &change).or_raise() {
+            if !modify_logged(rel, table, new_row, &new_h, &change) {
                 continue;
             }
             carried = lockers;
         }
         let change = RowChange { next: Some(new_row), set_flags: flag::UPDATED, ..Default::default() };
-        if table.modify_row(arena, row, &h, &change).or_raise() {
+        if modify_logged(rel, table, row, &h, &change) {
             break;
         }
     }
@@ -968,10 +1028,10 @@ static mut LAST_PLAIN_LOCK: Option<(anker_engine::table::TableKey, u64, u32)> = 
 
 /// Add our lock in `mode` to `row` (header `h`); false if the row changed
 /// meanwhile.
-unsafe fn lock_row(table: &Table, row: u64, h: &RowHeader, mode: u32) -> bool {
+unsafe fn lock_row(rel: pg_sys::Relation, table: &Table, row: u64, h: &RowHeader, mode: u32) -> bool {
     let Some((locker, set, clear)) = add_lock(h, mode) else { return true };
     let change = RowChange { locker: Some(locker), set_flags: set, clear_flags: clear & !set, ..Default::default() };
-    table.modify_row(shmem::arena(), row, h, &change).or_raise()
+    modify_logged(rel, table, row, h, &change)
 }
 
 /// After a KEY SHARE lock on `row`: lock the newer versions that
@@ -986,7 +1046,6 @@ unsafe fn lock_successors(
     follow: bool,
     tmfd: *mut pg_sys::TM_FailureData,
 ) -> Result<(), pg_sys::TM_Result::Type> {
-    let arena = shmem::arena();
     let mut cur = row;
     loop {
         let h = header_of(table, cur, "lock");
@@ -1004,7 +1063,7 @@ unsafe fn lock_successors(
                 // its creator aborted: the version we locked is the last one
                 Obstacle::Invisible | Obstacle::SelfModified(..) => return Ok(()),
                 Obstacle::Repair(xid) => {
-                    table.undo_update(arena, next, xid);
+                    undo_logged(rel, table, next, xid);
                     continue;
                 }
                 Obstacle::Running(xids, oper) => {
@@ -1026,7 +1085,7 @@ unsafe fn lock_successors(
                     return Err(if deleted { TM_Deleted } else { TM_Updated });
                 }
                 Obstacle::None => {
-                    if lock_row(table, next, &hn, LockTupleKeyShare) {
+                    if lock_row(rel, table, next, &hn, LockTupleKeyShare) {
                         break;
                     }
                 }
@@ -1063,7 +1122,6 @@ pub unsafe extern "C-unwind" fn tuple_lock(
     flags: u8,
     tmfd: *mut pg_sys::TM_FailureData,
 ) -> pg_sys::TM_Result::Type {
-    let arena = shmem::arena();
     let table = table_of(rel);
     let follow = flags as u32 & pg_sys::TUPLE_LOCK_FLAG_FIND_LAST_VERSION != 0;
     // REPEATABLE READ and SERIALIZABLE may only lock what their snapshot
@@ -1116,7 +1174,7 @@ pub unsafe extern "C-unwind" fn tuple_lock(
                 continue;
             }
             Obstacle::Repair(xid) => {
-                table.undo_update(arena, row, xid);
+                undo_logged(rel, table, row, xid);
                 continue;
             }
             Obstacle::Committed { deleted } => {
@@ -1146,7 +1204,7 @@ pub unsafe extern "C-unwind" fn tuple_lock(
                 }
             }
         }
-        if !lock_row(table, row, &h, mode) {
+        if !lock_row(rel, table, row, &h, mode) {
             continue;
         }
         break;

@@ -129,7 +129,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
             let mut hints = 0;
             while h.chain != 0
                 && xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut hints) == XidState::Aborted
-                && table.undo_update(arena, row, h.xmin)
+                && super::modify::undo_logged(rel, table, row, h.xmin)
             {
                 let Some(again) = table.header(arena, row) else { break };
                 h = again;
@@ -183,7 +183,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         }
         if changed {
             // A concurrent writer may win; the row is then simply left as is.
-            let _ = table.modify_row(arena, row, &h, &change).or_raise();
+            let _ = super::modify::modify_logged(rel, table, row, &h, &change);
         }
         for xid in [if change.xmin.is_some() { 0 } else { h.xmin }, h.xmax] {
             if xid >= FIRST_NORMAL_XID && precedes(xid, oldest_left) {
@@ -229,7 +229,10 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
             let mut ivinfo = info(ind);
             stats[i] = pg_sys::index_bulk_delete(&mut ivinfo, stats[i], Some(tid_is_dead), &dead as *const Vec<u64> as *mut _);
         }
-        table.vacate_rows(arena, &dead);
+        crate::durable::write(rel, table, |log| {
+            table.vacate_rows(arena, &dead);
+            log.push(&anker_engine::change::Change::Vacate { rows: dead.clone() });
+        });
     }
     table.release_vacant_pages(arena);
     table.reclaim(arena);
@@ -271,10 +274,12 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
     pgrx::debug1!("anker: vacuumed {} dead rows, pruned {} version records", dead.len(), chains_pruned);
 }
 
-/// Copy rows (`rows`, in order) of `src` into `dst`, keeping stamps and
-/// remapping successor links. Returns (live, recently dead, removed).
+/// Copy rows (`rows`, in order) of `src` into `dst` (the storage of
+/// `dst_rel`), keeping stamps and remapping successor links. Returns (live,
+/// recently dead, removed).
 pub unsafe fn copy_rows(
     src: &Table,
+    dst_rel: pg_sys::Relation,
     dst: &Table,
     rows: impl Iterator<Item = u64>,
     oldest_xmin: Option<u32>,
@@ -300,7 +305,13 @@ pub unsafe fn copy_rows(
         } else {
             live += 1.0;
         }
-        let new = src.copy_row_to(arena, row, &h, dst).or_raise();
+        let new = crate::durable::write(dst_rel, dst, |log| {
+            let new = src.copy_row_to(arena, row, &h, dst).or_raise();
+            if log.is_enabled() {
+                log_copied_row(log, dst, new);
+            }
+            new
+        });
         map.insert(row, new);
         if h.flags & flag::UPDATED != 0 && h.next != u64::MAX {
             successors.push((new, h.next));
@@ -313,9 +324,33 @@ pub unsafe fn copy_rows(
             // The successor is gone, so nobody can follow the link.
             None => RowChange { clear_flags: flag::UPDATED, ..Default::default() },
         };
-        dst.modify_row(arena, new, &h, &change).or_raise();
+        super::modify::modify_logged(dst_rel, dst, new, &h, &change);
     }
     (live, recent, removed)
+}
+
+/// Describe a row a rewrite copied (all of it: stamps, values, older
+/// versions, deleter).
+fn log_copied_row(log: &mut crate::durable::Log, table: &Table, row: u64) {
+    use anker_engine::change::{Change, Val};
+    let arena = shmem::arena();
+    let h = table.header(arena, row).expect("row just copied");
+    let values = (0..table.ncols())
+        // SAFETY: the new table is ours alone until the rewrite commits.
+        .map(|c| unsafe { Val::from_stored(table.value(arena, c, row), table.column(arena, c).spec()) })
+        .collect();
+    log.push(&Change::Insert { row, xmin: h.xmin, cmin: h.cmin, flags: h.flags & flag::SPECULATIVE, locker: 0, values });
+    if h.chain != 0 {
+        log.push(&Change::Chain { row, records: table.chain_records(arena, row) });
+    }
+    if h.xmax != 0 {
+        let change = RowChange {
+            xmax: Some((h.xmax, h.cmax)),
+            set_flags: h.flags & (flag::UPDATED | flag::MOVED | flag::KEYS_KEPT | flag::XMAX_COMMITTED | flag::XMAX_ABORTED),
+            ..Default::default()
+        };
+        log.push(&Change::Modify { row, change });
+    }
 }
 
 #[pg_guard]
@@ -357,7 +392,7 @@ pub unsafe extern "C-unwind" fn relation_copy_for_cluster(
     } else {
         order.extend(0..src.nrows());
     }
-    let (live, recent, removed) = copy_rows(src, dst, order.into_iter(), Some(oldest_xmin.into()));
+    let (live, recent, removed) = copy_rows(src, new_table, dst, order.into_iter(), Some(oldest_xmin.into()));
     *num_tuples = live + recent;
     *tups_vacuumed = removed;
     *tups_recently_dead = recent;
@@ -367,9 +402,42 @@ pub unsafe extern "C-unwind" fn relation_copy_for_cluster(
 /// relfilenode, so copy every row to storage under the new key.
 #[pg_guard]
 pub unsafe extern "C-unwind" fn relation_copy_data(rel: pg_sys::Relation, newrnode: *const pg_sys::RelFileNode) {
-    pg_sys::RelationCreateStorage(*newrnode, (*(*rel).rd_rel).relpersistence, true);
-    let src = table_of(rel);
-    let dst = storage::create_new_storage(rel, &*newrnode);
-    copy_rows(src, dst, 0..src.nrows(), None);
+    let persistence = (*(*rel).rd_rel).relpersistence;
+    if persistence == pg_sys::RELPERSISTENCE_TEMP as std::ffi::c_char {
+        // No log to copy: copy the rows, each at its own row id.
+        pg_sys::RelationCreateStorage(*newrnode, persistence, true);
+        let src = table_of(rel);
+        let dst = storage::create_new_storage(rel, &*newrnode);
+        copy_rows_in_place(src, dst);
+        pg_sys::RelationDropStorage(rel);
+        return;
+    }
+    // Copy the relation files as heap does; the table under the new key is
+    // loaded from the copied log on first use, with every row id the same
+    // (indexes are copied, not rebuilt).
+    pg_sys::FlushRelationBuffers(rel);
+    let dst = pg_sys::RelationCreateStorage(*newrnode, persistence, true);
+    let src = pg_sys::RelationGetSmgr(rel);
+    pg_sys::RelationCopyStorage(src, dst, pg_sys::ForkNumber::MAIN_FORKNUM, persistence);
+    if persistence == pg_sys::RELPERSISTENCE_UNLOGGED as std::ffi::c_char && pg_sys::smgrexists(src, pg_sys::ForkNumber::INIT_FORKNUM) {
+        pg_sys::smgrcreate(dst, pg_sys::ForkNumber::INIT_FORKNUM, false);
+        crate::tam::ddl::log_smgrcreate(&*newrnode, pg_sys::ForkNumber::INIT_FORKNUM);
+        pg_sys::RelationCopyStorage(src, dst, pg_sys::ForkNumber::INIT_FORKNUM, persistence);
+    }
     pg_sys::RelationDropStorage(rel);
+    storage::adopt_copied_storage(rel, &*newrnode);
+}
+
+/// Copy every row of `src` into the empty `dst` at the same row id
+/// (temporary tables' SET TABLESPACE).
+unsafe fn copy_rows_in_place(src: &Table, dst: &Table) {
+    let arena = shmem::arena();
+    for row in 0..src.nrows() {
+        let Some(h) = src.header(arena, row) else { continue };
+        src.copy_row_to_at(arena, row, &h, dst, Some(row)).or_raise();
+        if h.flags & flag::UPDATED != 0 && h.next != u64::MAX {
+            let now = dst.header(arena, row).expect("row just copied");
+            dst.modify_row(arena, row, &now, &RowChange { next: Some(h.next), ..Default::default() }).or_raise();
+        }
+    }
 }

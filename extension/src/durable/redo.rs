@@ -1,0 +1,323 @@
+//! anker's WAL resource manager: redo of log appends (the pages of a
+//! table's change log, and the changes themselves in the shared arena),
+//! descriptions for `pg_waldump` and `pg_walinspect`.
+//!
+//! Redo runs in the startup process, which inherits the arena, without
+//! catalog access: a record names its relation file through its block
+//! references, and its chunk carries complete entries (or pieces of one).
+//! Pages are redone by PostgreSQL's rules (page LSN, full-page images).
+//! Crash recovery redoes pages only; tables are loaded from their forks by
+//! the backends that use them, once the forks are consistent. On a hot
+//! standby, tables its backends have loaded also get the changes, by
+//! sequence number (a table loaded meanwhile skips those it has).
+
+use super::{append_to_page, init_page, page, set_lsn, CHUNK_HEADER, FIRST, LAST, MIDDLE, RMGR_ID, WHOLE};
+use crate::shmem;
+use anker_engine::change::{Change, Entries};
+use anker_engine::table::TableKey;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+/// The one record type: append a chunk to a table's log.
+pub const XLOG_ANKER_APPEND: u8 = 0x10;
+
+/// Main data of a record: which block references are new pages (redo
+/// initialises them) and which of those is the metapage (not log bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct RecordHeader {
+    pub new_pages: u64,
+    pub meta_pages: u64,
+}
+
+static mut RMGR: pg_sys::RmgrData = pg_sys::RmgrData {
+    rm_name: c"anker".as_ptr(),
+    rm_redo: Some(redo),
+    rm_desc: Some(desc),
+    rm_identify: Some(identify),
+    rm_startup: None,
+    rm_cleanup: Some(cleanup),
+    rm_mask: None,
+    rm_decode: None,
+};
+
+/// Register the resource manager (postmaster, `shared_preload_libraries`).
+pub fn register() {
+    // SAFETY: called once from _PG_init while preloading; PostgreSQL keeps
+    // the pointer to our static.
+    unsafe { pg_sys::RegisterCustomRmgr(RMGR_ID, &raw mut RMGR) };
+}
+
+unsafe fn record_header(record: *mut pg_sys::XLogReaderState) -> RecordHeader {
+    let d = (*record).record;
+    if (*d).main_data_len as usize >= std::mem::size_of::<RecordHeader>() {
+        ((*d).main_data as *const RecordHeader).read_unaligned()
+    } else {
+        RecordHeader { new_pages: 0, meta_pages: 0 }
+    }
+}
+
+/// The block references of a record, in order: id, relation file, block
+/// number, data.
+unsafe fn blocks(record: *mut pg_sys::XLogReaderState) -> Vec<(u8, pg_sys::RelFileNode, u32, &'static [u8])> {
+    let d = (*record).record;
+    let mut out = vec![];
+    for id in 0..=(*d).max_block_id {
+        if id < 0 || !(*(*d).blocks.as_ptr().add(id as usize)).in_use {
+            continue;
+        }
+        let mut rnode = pg_sys::RelFileNode::default();
+        let mut fork = pg_sys::ForkNumber::MAIN_FORKNUM;
+        let mut block = 0;
+        pg_sys::XLogRecGetBlockTag(record, id as u8, &mut rnode, &mut fork, &mut block);
+        let mut len: pg_sys::Size = 0;
+        let p = pg_sys::XLogRecGetBlockData(record, id as u8, &mut len);
+        let data = if p.is_null() { &[][..] } else { std::slice::from_raw_parts(p as *const u8, len) };
+        out.push((id as u8, rnode, block, data));
+    }
+    out
+}
+
+fn key_of(rnode: &pg_sys::RelFileNode) -> TableKey {
+    [rnode.spcNode.into(), rnode.dbNode.into(), rnode.relNode.into(), pg_sys::InvalidBackendId as u32]
+}
+
+/// Pieces of entries too large for one record, per table, until the last.
+static mut PIECES: Option<HashMap<TableKey, Vec<u8>>> = None;
+
+fn pieces() -> &'static mut HashMap<TableKey, Vec<u8>> {
+    // SAFETY: the startup process is single-threaded; only redo uses it.
+    unsafe { (*(&raw mut PIECES)).get_or_insert_with(HashMap::new) }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
+    let lsn = (*record).EndRecPtr;
+    let header = record_header(record);
+    let mut chunk: Vec<u8> = vec![];
+    let mut file = None;
+    let mut last_block = 0;
+    let mut exists = true;
+    for (id, rnode, block, data) in blocks(record) {
+        file = Some(rnode);
+        let buf = if header.new_pages & (1 << id) != 0 {
+            let buf = pg_sys::XLogInitBufferForRedo(record, id);
+            let p = page(buf);
+            init_page(p);
+            append_to_page(p, data);
+            set_lsn(p, lsn);
+            pg_sys::MarkBufferDirty(buf);
+            buf
+        } else {
+            let mut buf: pg_sys::Buffer = 0;
+            match pg_sys::XLogReadBufferForRedo(record, id, &mut buf) {
+                pg_sys::XLogRedoAction::BLK_NEEDS_REDO => {
+                    let p = page(buf);
+                    append_to_page(p, data);
+                    set_lsn(p, lsn);
+                    pg_sys::MarkBufferDirty(buf);
+                }
+                pg_sys::XLogRedoAction::BLK_NOTFOUND => exists = false,
+                _ => {}
+            }
+            buf
+        };
+        if buf != 0 {
+            pg_sys::UnlockReleaseBuffer(buf);
+        }
+        if header.meta_pages & (1 << id) == 0 {
+            chunk.extend_from_slice(data);
+            last_block = block;
+        }
+    }
+    // The relation file was dropped later in the WAL: its changes need no
+    // table in memory.
+    let (Some(rnode), true) = (file, exists) else { return };
+    if chunk.len() < CHUNK_HEADER {
+        return;
+    }
+    let key = key_of(&rnode);
+    let table = loaded_table(&key);
+    if let Some(t) = table {
+        // where a promoted standby's writers go on appending
+        t.log_tail.store(last_block, Ordering::Release);
+    }
+    let body = &chunk[CHUNK_HEADER..];
+    let entries: Vec<u8> = match chunk[4] {
+        WHOLE => body.to_vec(),
+        FIRST => {
+            pieces().insert(key, body.to_vec());
+            return;
+        }
+        MIDDLE => {
+            if let Some(p) = pieces().get_mut(&key) {
+                p.extend_from_slice(body);
+            }
+            return;
+        }
+        LAST => match pieces().remove(&key) {
+            Some(mut p) => {
+                p.extend_from_slice(body);
+                p
+            }
+            None => return, // the first pieces precede our redo start: the fork has them
+        },
+        _ => return,
+    };
+    if let Some(t) = table {
+        apply_entries(t, &key, rnode, &entries, lsn);
+    }
+}
+
+/// The table of `key` if a backend of this hot standby has loaded it
+/// (waiting while one loads it: it read the fork after publishing the
+/// table, so afterwards the table has the changes our pages hold, or
+/// fewer).
+unsafe fn loaded_table(key: &TableKey) -> Option<&'static anker_engine::table::Table> {
+    let t = shmem::directory().lookup(shmem::arena(), key)?;
+    loop {
+        match t.loading.load(Ordering::Acquire) {
+            0 => return Some(t),
+            super::LOAD_FAILED => return None,
+            _ => {
+                pg_sys::pg_usleep(1000);
+                pg_sys::check_for_interrupts!();
+            }
+        }
+    }
+}
+
+/// Apply the entries of one record to `t`, the table in memory, skipping
+/// the entries it has.
+unsafe fn apply_entries(t: &anker_engine::table::Table, key: &TableKey, rnode: pg_sys::RelFileNode, bytes: &[u8], lsn: pg_sys::XLogRecPtr) {
+    let arena = shmem::arena();
+    let mut entries = Entries::new(bytes);
+    for (seq, change) in &mut entries {
+        let have = t.durable_seq.load(Ordering::Acquire);
+        if seq <= have {
+            continue;
+        }
+        if let Change::Create { .. } = &change {
+            // The file starts a new log (a table created and truncated in
+            // one transaction): what is in memory is gone; readers load
+            // the new log.
+            shmem::directory().drop_table(arena, key);
+            return;
+        }
+        if seq != have + 1 {
+            ereport!(
+                FATAL,
+                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                format!(
+                    "anker: cannot apply change {seq} to relation file {}/{}/{} at WAL position {:X}/{:X}: the table has changes up to {have} only",
+                    rnode.spcNode,
+                    rnode.dbNode,
+                    rnode.relNode,
+                    lsn >> 32,
+                    lsn as u32
+                )
+            );
+        }
+        if let Err(e) = t.replay(arena, &change) {
+            out_of_memory_in_redo(e, &rnode, lsn);
+        }
+        t.durable_seq.store(seq, Ordering::Release);
+    }
+    if let Some(e) = entries.stopped {
+        ereport!(
+            FATAL,
+            PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+            format!(
+                "anker: unreadable change in the WAL record at {:X}/{:X} for relation file {}/{}/{}: {e}",
+                lsn >> 32,
+                lsn as u32,
+                rnode.spcNode,
+                rnode.dbNode,
+                rnode.relNode
+            )
+        );
+    }
+}
+
+fn out_of_memory_in_redo(e: anker_engine::arena::AllocError, rnode: &pg_sys::RelFileNode, lsn: pg_sys::XLogRecPtr) -> ! {
+    let anker_engine::arena::AllocError::OutOfMemory { requested } = e;
+    ereport!(
+        FATAL,
+        PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+        format!(
+            "anker: out of memory replaying relation file {}/{}/{} at WAL position {:X}/{:X} ({requested} bytes requested)",
+            rnode.spcNode,
+            rnode.dbNode,
+            rnode.relNode,
+            lsn >> 32,
+            lsn as u32
+        ),
+        "Raise anker.memory_limit: the tables must fit in it to be recovered."
+    );
+}
+
+/// End of redo: tables in memory take writers again (free-row lists), and
+/// tables whose relation file was dropped meanwhile go.
+#[pg_guard]
+unsafe extern "C-unwind" fn cleanup() {
+    let arena = shmem::arena();
+    let dir = shmem::directory();
+    let mut gone = vec![];
+    dir.for_each(arena, |t| {
+        t.rebuild_free_rows(arena);
+        gone.push(t.key);
+    });
+    gone.retain(|k| {
+        let rnode = pg_sys::RelFileNode { spcNode: k[0].into(), dbNode: k[1].into(), relNode: k[2].into() };
+        let smgr = pg_sys::smgropen(rnode, pg_sys::InvalidBackendId);
+        !pg_sys::smgrexists(smgr, pg_sys::ForkNumber::MAIN_FORKNUM)
+    });
+    for k in gone {
+        dir.drop_table(arena, &k);
+    }
+    if let Some(p) = (*(&raw mut PIECES)).as_mut() {
+        p.clear();
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::XLogReaderState) {
+    let header = record_header(record);
+    let mut chunk = vec![];
+    let mut file = None;
+    for (id, rnode, block, data) in blocks(record) {
+        file.get_or_insert((rnode, block));
+        if header.meta_pages & (1 << id) == 0 {
+            chunk.extend_from_slice(data);
+        }
+    }
+    let mut text = String::new();
+    if let Some((r, b)) = file {
+        text.push_str(&format!("rel {}/{}/{} blk {b}: ", r.spcNode, r.dbNode, r.relNode));
+    }
+    if chunk.len() >= CHUNK_HEADER {
+        let body = &chunk[CHUNK_HEADER..];
+        match chunk[4] {
+            WHOLE => {
+                let descs: Vec<String> = Entries::new(body).map(|(seq, c)| format!("#{seq} {}", c.describe())).collect();
+                text.push_str(&descs.join("; "));
+            }
+            FIRST | MIDDLE | LAST => text.push_str(&format!("piece of a large change, {} bytes", body.len())),
+            _ => text.push_str("unknown chunk"),
+        }
+    }
+    let c = std::ffi::CString::new(text).unwrap_or_default();
+    pg_sys::appendStringInfoString(buf, c.as_ptr());
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn identify(info: u8) -> *const std::ffi::c_char {
+    if info & !(pg_sys::XLR_INFO_MASK as u8) == XLOG_ANKER_APPEND {
+        c"APPEND".as_ptr()
+    } else {
+        std::ptr::null()
+    }
+}

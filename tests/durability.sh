@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# anker tables are as durable as heap tables: a heap twin is the oracle.
+# Every transaction of the workload makes the same change to an anker table
+# and to an identical heap table (in-place updates, updates of an indexed
+# column, inserts, deletes, ON CONFLICT, rolled-back savepoints); after a
+# clean restart, an immediate shutdown, a kill -9 of the postmaster during
+# pgbench and a backend crash (crash-restart), the twins must be identical
+# and every index must agree with its table (amcheck, heapallindexed). Also:
+# a prepared transaction survives a crash and commits after it; unlogged
+# tables come back empty after a crash and whole after a clean restart;
+# temporary tables write no WAL; pg_dump and pg_restore round-trip.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/lib/cluster.sh"
+trap cluster_cleanup EXIT
+[ "${KEEP:-0}" = 1 ] && export CLUSTER_KEEP=1
+cluster_start "shared_preload_libraries = 'anker'" "anker.memory_limit = '1GB'" "lc_messages = 'C'" \
+    "restart_after_crash = on" "max_prepared_transactions = 4" "checkpoint_timeout = 30s" >/dev/null
+
+q() { cluster_psql -Atc "$1"; }
+fail() { echo "FAIL: $*"; cluster_log_tail 30; exit 1; }
+
+pg_ctl_() { cluster_run "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 120 "$@" >/dev/null; }
+wait_ready() {
+    for _ in $(seq 1 120); do
+        q "SELECT 1" >/dev/null 2>&1 && return 0
+        sleep 1
+    done
+    fail "server did not come back"
+}
+
+cluster_psql -c "CREATE EXTENSION anker" -c "CREATE EXTENSION amcheck" >/dev/null
+for am in anker heap; do
+    t=t_$am
+    cluster_psql >/dev/null <<SQL
+CREATE TABLE $t (id int PRIMARY KEY, grp int, v bigint, note text, n numeric) USING $am;
+CREATE INDEX ${t}_grp ON $t (grp);
+INSERT INTO $t SELECT g, g % 50, g, 'note ' || g, g * 1.25 FROM generate_series(1, 3000) g;
+INSERT INTO $t VALUES (200000, 0, 0, 'the prepared transaction updates me', 0);
+CREATE UNLOGGED TABLE u_$am (a int PRIMARY KEY, b text) USING $am;
+INSERT INTO u_$am SELECT g, 'u' || g FROM generate_series(1, 500) g;
+SQL
+done
+
+# The twin workload: one transaction, the same change to both tables.
+WORK=$(cluster_workdir)
+cat > "$WORK/twins.sql" <<'SQL'
+\set id random(1, 3000)
+\set id2 random(1, 3000)
+\set id3 random(1, 6000)
+\set d random(1, 10)
+BEGIN;
+UPDATE t_anker SET v = v + :d, note = note || '.' WHERE id = :id;
+UPDATE t_heap SET v = v + :d, note = note || '.' WHERE id = :id;
+UPDATE t_anker SET grp = grp + 1 WHERE id = :id2;
+UPDATE t_heap SET grp = grp + 1 WHERE id = :id2;
+INSERT INTO t_anker VALUES (:id3, 0, :d, 'new', 0) ON CONFLICT (id) DO UPDATE SET n = t_anker.n + 1;
+INSERT INTO t_heap VALUES (:id3, 0, :d, 'new', 0) ON CONFLICT (id) DO UPDATE SET n = t_heap.n + 1;
+SAVEPOINT s;
+DELETE FROM t_anker WHERE id = :id2;
+DELETE FROM t_heap WHERE id = :id2;
+ROLLBACK TO s;
+DELETE FROM t_anker WHERE id = :id3 AND :d = 1;
+DELETE FROM t_heap WHERE id = :id3 AND :d = 1;
+COMMIT;
+SQL
+chown postgres "$WORK/twins.sql"
+
+check_twins() { # when
+    local diff n_a n_h
+    diff=$(q "SELECT count(*) FROM ((TABLE t_anker EXCEPT ALL TABLE t_heap) UNION ALL (TABLE t_heap EXCEPT ALL TABLE t_anker)) x")
+    n_a=$(q "SELECT count(*) FROM t_anker")
+    n_h=$(q "SELECT count(*) FROM t_heap")
+    [ "$diff" = 0 ] && [ "$n_a" = "$n_h" ] || fail "$1: twins differ ($diff rows; anker $n_a, heap $n_h)"
+    q "SELECT bt_index_check('t_anker_pkey', true), bt_index_check('t_anker_grp', true)" >/dev/null \
+        || fail "$1: an index disagrees with its table"
+    # an index scan finds what a sequential scan finds
+    local by_index
+    by_index=$(cluster_psql -Atc "SET enable_seqscan = off; SET anker.enable_scan_node = off; SELECT sum(v) FROM t_anker WHERE id > 0" | tail -1)
+    [ "$by_index" = "$(q "SELECT sum(v) FROM t_heap WHERE id > 0")" ] || fail "$1: index scan finds other rows"
+    echo "ok: $1: twins identical ($n_a rows), indexes agree"
+}
+
+# An in-place update that aborts (undone eagerly, without WAL) and a later
+# in-place update of another column of the same row: redo must put the
+# aborted version back first, as the aborting backend did.
+aborted_then_updated() { # row id
+    cluster_psql >/dev/null <<SQL
+BEGIN;
+UPDATE t_anker SET note = 'aborted' WHERE id = $1;
+UPDATE t_heap SET note = 'aborted' WHERE id = $1;
+ROLLBACK;
+UPDATE t_anker SET v = v + 1000 WHERE id = $1;
+UPDATE t_heap SET v = v + 1000 WHERE id = $1;
+SQL
+}
+
+run_workload() { # seconds
+    cluster_pgbench -n -f "$WORK/twins.sql" -c 2 -T "$1" postgres >/dev/null 2>&1 || true
+}
+
+# 1. clean restart
+run_workload 5
+aborted_then_updated 10
+check_twins "before any restart"
+pg_ctl_ restart
+wait_ready
+check_twins "after a clean restart"
+[ "$(q "SELECT count(*) FROM u_anker")" = 500 ] || fail "unlogged table lost rows in a clean restart"
+echo "ok: unlogged table whole after a clean restart"
+
+# 2. immediate shutdown after a checkpoint and more work
+q "CHECKPOINT" >/dev/null
+aborted_then_updated 11
+run_workload 5
+pg_ctl_ -m immediate stop
+pg_ctl_ start
+wait_ready
+check_twins "after an immediate shutdown"
+[ "$(q "SELECT count(*) FROM u_anker")" = 0 ] || fail "unlogged table not emptied by crash recovery"
+[ "$(q "SELECT count(*) FROM u_heap")" = 0 ] || fail "heap's unlogged table not emptied (test setup)"
+q "INSERT INTO u_anker VALUES (1, 'again')" >/dev/null
+echo "ok: unlogged table empty after a crash, usable again"
+
+# 3. kill -9 of the postmaster while pgbench runs
+run_workload 30 &
+bench=$!
+sleep 6
+pm=$(head -n 1 "$CLUSTER_DATA/postmaster.pid")
+children=$(pgrep -P "$pm" || true)
+kill -9 "$pm"
+[ -n "$children" ] && kill -9 $children 2>/dev/null || true
+wait "$bench" || true
+sleep 1
+rm -f "$CLUSTER_DATA/postmaster.pid" "$CLUSTER_SOCK"/.s.PGSQL.*.lock
+pg_ctl_ start
+wait_ready
+check_twins "after kill -9 of the postmaster during pgbench"
+
+# 4. a prepared transaction survives a crash-restart (backend crash)
+cluster_psql >/dev/null <<'SQL'
+BEGIN;
+UPDATE t_anker SET v = -1 WHERE id = 200000;
+UPDATE t_heap SET v = -1 WHERE id = 200000;
+INSERT INTO t_anker VALUES (100001, 1, 1, 'prepared', 1);
+INSERT INTO t_heap VALUES (100001, 1, 1, 'prepared', 1);
+PREPARE TRANSACTION 'twins';
+SQL
+run_workload 3
+cluster_psql -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+sleep 1
+victim=$(q "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%' AND pid <> pg_backend_pid()")
+kill -9 "$victim"
+wait || true
+wait_ready
+cluster_log_tail 60 | grep -q "all server processes terminated; reinitializing" || fail "no crash-restart happened"
+q "COMMIT PREPARED 'twins'" >/dev/null
+check_twins "after a crash-restart with a prepared transaction"
+[ "$(q "SELECT v FROM t_anker WHERE id = 200000")" = -1 ] || fail "the prepared update was lost"
+
+# 5. temporary tables write no WAL
+before=$(q "SELECT pg_current_wal_insert_lsn()")
+cluster_psql -Atc "CREATE TEMP TABLE tmp (a int, b text) USING anker; INSERT INTO tmp SELECT g, repeat('x', 100) FROM generate_series(1, 20000) g;" >/dev/null
+wal=$(q "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$before')")
+[ "$wal" -lt 200000 ] || fail "a temporary table wrote $wal bytes of WAL"
+echo "ok: temporary table: $wal bytes of WAL for 2 MB of rows (catalog only)"
+
+# 6. pg_dump / pg_restore round trip
+dump="$WORK/db.dump"
+cluster_run "$PG_BINDIR/pg_dump" -Fc -f "$dump" postgres
+cluster_psql -c "CREATE DATABASE restored TEMPLATE template0" >/dev/null
+cluster_run "$PG_BINDIR/pg_restore" -d restored --no-owner --exit-on-error "$dump" 2>"$WORK/restore.err" \
+    || { cat "$WORK/restore.err"; fail "pg_restore failed"; }
+for tbl in t_anker t_heap; do
+    a=$(q "SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM $tbl t")
+    b=$(cluster_psql -d restored -Atc "SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM $tbl t")
+    [ "$a" = "$b" ] || fail "pg_restore changed $tbl"
+done
+[ "$(cluster_psql -d restored -Atc "SELECT amname FROM pg_class c JOIN pg_am m ON m.oid = c.relam WHERE relname = 't_anker'")" = anker ] \
+    || fail "pg_restore lost the access method"
+cluster_psql -d restored -Atc "SELECT bt_index_check('t_anker_pkey', true)" >/dev/null || fail "restored index disagrees"
+echo "ok: pg_dump / pg_restore round trip"
+echo "durability: all checks passed"

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Replicas and backups of anker tables, with heap twins as the oracle:
+# a hot standby built with pg_basebackup -R -X stream replays a pgbench run
+# (a table its backends loaded before the run gets the changes through redo;
+# one first read afterwards is loaded from its replayed fork) and answers
+# like the primary, through index scans, snapshot scans and AnkerAgg; it is
+# promoted and takes writes. Then point-in-time recovery of a base backup
+# plus archived WAL to a recovery_target_xid restores the tables as they
+# were at that transaction.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/lib/cluster.sh"
+STANDBY_PID=
+cleanup() {
+    for d in "${EXTRA_DATA[@]:-}"; do
+        [ -n "$d" ] && [ -f "$d/postmaster.pid" ] && runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D "$d" -m immediate -w stop >/dev/null 2>&1 || true
+    done
+    cluster_cleanup
+}
+EXTRA_DATA=()
+trap cleanup EXIT
+cluster_start "shared_preload_libraries = 'anker'" "anker.memory_limit = '1GB'" "lc_messages = 'C'" \
+    "wal_level = replica" "archive_mode = on" "anker.snapshot_min_rows = 0" >/dev/null
+mkdir -p "$CLUSTER_DIR/archive" && chown postgres "$CLUSTER_DIR/archive"
+cluster_psql -c "ALTER SYSTEM SET archive_command = 'cp %p $CLUSTER_DIR/archive/%f'" -c "SELECT pg_reload_conf()" >/dev/null
+
+q() { cluster_psql -Atc "$1"; }
+fail() { echo "FAIL: $*"; cluster_log_tail 20; for d in "${EXTRA_DATA[@]:-}"; do [ -f "$d/../$(basename "$d").log" ] && tail -n 20 "$d/../$(basename "$d").log"; done; exit 1; }
+pg_ctl_as() { runuser -u postgres -- "$PG_BINDIR/pg_ctl" "$@" >/dev/null; }
+# psql on another cluster of this directory (same socket directory, own port)
+qp() { local port=$1; shift; runuser -u postgres -- "$PG_BINDIR/psql" -X -q -h "$CLUSTER_SOCK" -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 -Atc "$1"; }
+wait_ready() { # port
+    for _ in $(seq 1 120); do
+        qp "$1" "SELECT 1" >/dev/null 2>&1 && return 0
+        sleep 1
+    done
+    fail "server on port $1 did not come up"
+}
+
+cluster_psql -c "CREATE EXTENSION anker" -c "CREATE EXTENSION amcheck" >/dev/null
+for am in anker heap; do
+    cluster_psql >/dev/null <<SQL
+CREATE TABLE t_$am (id int PRIMARY KEY, grp int, v bigint, note text) USING $am;
+CREATE INDEX t_${am}_grp ON t_$am (grp);
+INSERT INTO t_$am SELECT g, g % 20, g, 'n' || g FROM generate_series(1, 20000) g;
+CREATE TABLE later_$am (a int, b text) USING $am;
+INSERT INTO later_$am SELECT g, 'b' || g FROM generate_series(1, 5000) g;
+SQL
+done
+
+WORK=$(cluster_workdir)
+cat > "$WORK/twins.sql" <<'SQL'
+\set id random(1, 20000)
+\set id2 random(1, 40000)
+\set d random(1, 10)
+BEGIN;
+UPDATE t_anker SET v = v + :d, note = note || '.' WHERE id = :id;
+UPDATE t_heap SET v = v + :d, note = note || '.' WHERE id = :id;
+UPDATE t_anker SET grp = grp + 1 WHERE id = :id2;
+UPDATE t_heap SET grp = grp + 1 WHERE id = :id2;
+INSERT INTO t_anker VALUES (:id2, 0, :d, 'new') ON CONFLICT (id) DO UPDATE SET v = t_anker.v - 1;
+INSERT INTO t_heap VALUES (:id2, 0, :d, 'new') ON CONFLICT (id) DO UPDATE SET v = t_heap.v - 1;
+UPDATE later_anker SET b = b || 'x' WHERE a = :id % 5000;
+UPDATE later_heap SET b = b || 'x' WHERE a = :id % 5000;
+DELETE FROM t_anker WHERE id = :id2 AND :d = 1;
+DELETE FROM t_heap WHERE id = :id2 AND :d = 1;
+COMMIT;
+SQL
+chown postgres "$WORK/twins.sql"
+workload() { cluster_pgbench -n -f "$WORK/twins.sql" -c 2 -T "$1" postgres >/dev/null 2>&1 || fail "pgbench failed"; }
+
+# What a cluster answers: the same figures must come from heap and anker,
+# primary and standby. Plans vary: index scan, AnkerScan on a snapshot,
+# AnkerAgg.
+answers() { # port table-suffix
+    local s=$2
+    qp "$1" "SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM t_$s t"
+    qp "$1" "SET enable_seqscan = off; SET anker.enable_scan_node = off; SELECT sum(v), count(*) FROM t_$s WHERE id > 0" | tail -1
+    qp "$1" "SELECT string_agg(x::text, ',' ORDER BY grp) FROM (SELECT grp, count(*), sum(v) FROM t_$s GROUP BY grp) x"
+    qp "$1" "SELECT md5(string_agg(l::text, ',' ORDER BY a)) FROM later_$s l"
+}
+same_answers() { # what port
+    local a h
+    a=$(answers "$2" anker)
+    h=$(answers "$2" heap)
+    [ "$a" = "$h" ] || fail "$1: anker and heap twins differ"
+    echo "$a"
+}
+
+# ---- hot standby -----------------------------------------------------------
+SB=$CLUSTER_DIR/standby
+SB_PORT=$((CLUSTER_PORT + 1))
+cluster_run "$PG_BINDIR/pg_basebackup" -D "$SB" -R -X stream -c fast
+echo "port = $SB_PORT" >> "$SB/postgresql.conf"
+echo "archive_mode = off" >> "$SB/postgresql.conf"
+EXTRA_DATA+=("$SB")
+pg_ctl_as -D "$SB" -l "$CLUSTER_DIR/standby.log" -w -t 120 start
+wait_ready "$SB_PORT"
+[ "$(qp "$SB_PORT" "SELECT pg_is_in_recovery()")" = t ] || fail "the standby is not in recovery"
+# loaded on the standby before the run: redo keeps it up to date in memory
+qp "$SB_PORT" "SELECT count(*) FROM t_anker" >/dev/null
+
+workload 15
+target=$(q "SELECT pg_current_wal_lsn()")
+for _ in $(seq 1 120); do
+    [ "$(qp "$SB_PORT" "SELECT pg_last_wal_replay_lsn() >= '$target'")" = t ] && break
+    sleep 1
+done
+[ "$(qp "$SB_PORT" "SELECT pg_last_wal_replay_lsn() >= '$target'")" = t ] || fail "the standby did not catch up"
+primary=$(same_answers "primary" "$CLUSTER_PORT")
+standby=$(same_answers "standby" "$SB_PORT")
+[ "$primary" = "$standby" ] || fail "the standby answers differently from the primary"
+qp "$SB_PORT" "EXPLAIN SELECT grp, count(*), sum(v) FROM t_anker GROUP BY grp" | grep -q AnkerAgg \
+    || fail "no AnkerAgg plan on the standby"
+qp "$SB_PORT" "SELECT bt_index_check('t_anker_pkey', true), bt_index_check('t_anker_grp', true)" >/dev/null \
+    || fail "a standby index disagrees with its table"
+echo "ok: hot standby replays the run and answers like the primary ($(q "SELECT count(*) FROM t_anker") rows)"
+
+# ---- promotion ---------------------------------------------------------------
+cluster_stop
+pg_ctl_as -D "$SB" -w promote
+for _ in $(seq 1 60); do
+    [ "$(qp "$SB_PORT" "SELECT pg_is_in_recovery()")" = f ] && break
+    sleep 1
+done
+for s in anker heap; do
+    qp "$SB_PORT" "INSERT INTO t_$s SELECT g, 1, g, 'promoted' FROM generate_series(50001, 50100) g" >/dev/null
+    qp "$SB_PORT" "UPDATE t_$s SET v = v * 2 WHERE id % 7 = 0" >/dev/null
+    qp "$SB_PORT" "UPDATE later_$s SET b = 'after promotion' WHERE a < 100" >/dev/null
+done
+same_answers "promoted" "$SB_PORT" >/dev/null
+qp "$SB_PORT" "SELECT bt_index_check('t_anker_pkey', true)" >/dev/null || fail "index disagrees after promotion"
+pg_ctl_as -D "$SB" -w -t 60 restart -l "$CLUSTER_DIR/standby.log"
+wait_ready "$SB_PORT"
+same_answers "promoted, restarted" "$SB_PORT" >/dev/null
+echo "ok: promoted standby takes writes and keeps them over a restart"
+pg_ctl_as -D "$SB" -m fast -w stop
+
+# ---- point-in-time recovery --------------------------------------------------
+pg_ctl_as -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 120 start
+wait_ready "$CLUSTER_PORT"
+BK=$CLUSTER_DIR/backup
+cluster_run "$PG_BINDIR/pg_basebackup" -D "$BK" -X none -c fast
+workload 5
+xid=$(cluster_psql -At <<'SQL' | tail -1
+BEGIN;
+UPDATE t_anker SET note = 'the target' WHERE id = 1;
+UPDATE t_heap SET note = 'the target' WHERE id = 1;
+SELECT txid_current();
+COMMIT;
+SQL
+)
+at_target=$(same_answers "at the target" "$CLUSTER_PORT")
+workload 5
+cluster_psql -c "TRUNCATE later_anker, later_heap" >/dev/null
+q "SELECT pg_switch_wal()" >/dev/null
+sleep 2
+cluster_stop
+PITR=$CLUSTER_DIR/pitr
+PITR_PORT=$((CLUSTER_PORT + 2))
+cp -a "$BK" "$PITR"
+cat >> "$PITR/postgresql.conf" <<CONF
+port = $PITR_PORT
+archive_mode = off
+restore_command = 'cp $CLUSTER_DIR/archive/%f %p'
+recovery_target_xid = '$xid'
+recovery_target_action = 'promote'
+CONF
+touch "$PITR/recovery.signal"
+chown -R postgres "$PITR"
+EXTRA_DATA+=("$PITR")
+pg_ctl_as -D "$PITR" -l "$CLUSTER_DIR/pitr.log" -w -t 300 start
+wait_ready "$PITR_PORT"
+for _ in $(seq 1 60); do
+    [ "$(qp "$PITR_PORT" "SELECT pg_is_in_recovery()")" = f ] && break
+    sleep 1
+done
+restored=$(same_answers "after point-in-time recovery" "$PITR_PORT")
+[ "$restored" = "$at_target" ] || fail "point-in-time recovery did not restore the tables as of xid $xid"
+[ "$(qp "$PITR_PORT" "SELECT note FROM t_anker WHERE id = 1")" = "the target" ] || fail "PITR: the target transaction is missing"
+echo "ok: point-in-time recovery to xid $xid restores anker tables as of that transaction"
+echo "standby: all checks passed"
