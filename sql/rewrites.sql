@@ -119,6 +119,13 @@ SELECT twin_diff();
 CLUSTER rw_anker USING rw_anker_a_idx;
 CLUSTER rw_heap USING rw_heap_a_idx;
 SELECT twin_diff();
+-- columns added with a default and not written before the rewrite
+SELECT twin($$ALTER TABLE $t ADD COLUMN j int DEFAULT 42$$);
+VACUUM FULL rw_anker;
+SELECT twin_diff();
+SELECT twin($$ALTER TABLE $t ADD COLUMN k text DEFAULT 'kk'$$);
+CLUSTER rw_anker USING rw_anker_a_idx;
+SELECT twin_diff();
 SET allow_in_place_tablespaces = on;
 CREATE TABLESPACE rw_space LOCATION '';
 ALTER TABLE rw_anker SET TABLESPACE rw_space;

@@ -366,7 +366,11 @@ pub unsafe extern "C-unwind" fn relation_copy_for_cluster(
     tups_vacuumed: *mut f64,
     tups_recently_dead: *mut f64,
 ) {
-    let src = table_of(old_table);
+    // The source's columns match its descriptor first: a column added
+    // with a default and never written yet exists only as the catalog's
+    // missing value, which the copy must carry (it was NULL after VACUUM
+    // FULL).
+    let src = crate::storage::table_for_write(old_table);
     let dst = table_of(new_table);
     let mut order: Vec<u64> = vec![];
     if !old_index.is_null() {
