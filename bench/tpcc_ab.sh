@@ -9,7 +9,9 @@
 #
 # Rounds run heap then anker, then anker then heap, and so on (ABBA), so a drift of the machine
 # over the run favours neither. Prints tps per database per round, the anker/heap ratio of the
-# sums, and checks the TPC-C consistency conditions in both databases at the end. --perf SEC
+# sums, WAL bytes per transaction of each engine (the rounds run one at a time, so the WAL
+# written during a round is that engine's), and checks the TPC-C consistency conditions in both
+# databases at the end. `--conf 'synchronous_commit = on'` overrides a default. --perf SEC
 # records `perf record -a -g` for SEC seconds in the middle of each engine's last round (needs
 # linux-perf) into DIR (default: a new directory under /tmp) and prints the top symbols.
 set -euo pipefail
@@ -63,13 +65,18 @@ cluster_psql -q -c CHECKPOINT
 args=()
 for s in "${SCRIPTS[@]}"; do args+=(-f "$BENCH/tpcc/${s%@*}.pgbench@${s#*@}"); done
 threads=$CLIENTS; [ "$threads" -gt "$(nproc)" ] && threads=$(nproc)
-oltp() { # $1 = database, $2 = seconds
-    (cd "$WORK" && cluster_pgbench -n -M prepared -c "$CLIENTS" -j "$threads" -T "$2" \
-        -D warehouses="$W" -D uniform=0 "${args[@]}" "$1" 2>&1) | grep -Eo 'tps = [0-9.]+' | head -n1 | awk '{print $3}'
+oltp() { # $1 = database, $2 = seconds; prints "tps transactions wal_bytes"
+    local before out
+    before=$(cluster_psql -At -c "SELECT pg_current_wal_insert_lsn()")
+    out=$(cd "$WORK" && cluster_pgbench -n -M prepared -c "$CLIENTS" -j "$threads" -T "$2" \
+        -D warehouses="$W" -D uniform=0 "${args[@]}" "$1" 2>&1)
+    echo "$(echo "$out" | grep -Eo 'tps = [0-9.]+' | head -n1 | awk '{print $3}')" \
+        "$(echo "$out" | grep -Eo 'transactions actually processed: [0-9]+' | awk '{print $4}')" \
+        "$(cluster_psql -At -c "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$before')::bigint")"
 }
 for am in heap anker; do oltp "tpcc_$am" 10 >/dev/null; done   # warm-up
 
-declare -A sum
+declare -A sum xsum wsum
 for r in $(seq 1 "$ROUNDS"); do
     order="heap anker"; [ $((r % 2)) = 0 ] && order="anker heap"
     for am in $order; do
@@ -78,15 +85,19 @@ for r in $(seq 1 "$ROUNDS"); do
             (sleep $(( (DURATION - PERF) / 2 )); perf record -q -a -g -o "$OUT/perf.$am.data" -- sleep "$PERF" >/dev/null 2>&1) &
             perf_pid=$!
         fi
-        tps=$(oltp "tpcc_$am" "$DURATION")
+        read -r tps xacts wal < <(oltp "tpcc_$am" "$DURATION")
         [ -n "$perf_pid" ] && wait "$perf_pid"
-        echo "round $r $am: $tps tps"
+        echo "round $r $am: $tps tps, $((wal / (xacts > 0 ? xacts : 1))) WAL bytes per transaction"
         sum[$am]=$(echo "${sum[$am]:-0} + $tps" | bc -l)
+        xsum[$am]=$(( ${xsum[$am]:-0} + xacts )); wsum[$am]=$(( ${wsum[$am]:-0} + wal ))
     done
 done
 printf 'heap %.0f tps, anker-%s %.0f tps, anker/heap = %.3f\n' \
     "$(echo "${sum[heap]} / $ROUNDS" | bc -l)" "$METHOD" "$(echo "${sum[anker]} / $ROUNDS" | bc -l)" \
     "$(echo "${sum[anker]} / ${sum[heap]}" | bc -l)"
+printf 'WAL bytes per transaction: heap %.0f, anker %.0f, anker/heap = %.3f\n' \
+    "$(echo "${wsum[heap]} / ${xsum[heap]}" | bc -l)" "$(echo "${wsum[anker]} / ${xsum[anker]}" | bc -l)" \
+    "$(echo "(${wsum[anker]} / ${xsum[anker]}) / (${wsum[heap]} / ${xsum[heap]})" | bc -l)"
 for am in heap anker; do
     echo "tpcc_$am autovacuum runs: $(cluster_psql -At -d "tpcc_$am" -c "SELECT coalesce(string_agg(relname || ' ' || autovacuum_count, ', ' ORDER BY relname), 'none') FROM pg_stat_user_tables WHERE autovacuum_count > 0")"
 done
