@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Replicas and backups of anker tables, with heap twins as the oracle:
 # a hot standby built with pg_basebackup -R -X stream replays a pgbench run
-# (a table its backends loaded before the run gets the changes through redo;
-# one first read afterwards is loaded from its replayed fork) and answers
+# with compactions (a table its backends loaded before the run gets the
+# changes through redo; one first read afterwards is loaded from its
+# replayed fork, image and log) and answers
 # like the primary, through index scans, snapshot scans and AnkerAgg; it is
 # promoted and takes writes. Then point-in-time recovery of a base backup
 # plus archived WAL to a recovery_target_xid restores the tables as they
@@ -100,7 +101,15 @@ wait_ready "$SB_PORT"
 # loaded on the standby before the run: redo keeps it up to date in memory
 qp "$SB_PORT" "SELECT count(*) FROM t_anker" >/dev/null
 
-workload 15
+# compactions on the primary while it runs: the standby redoes images and
+# switches under a table its backends have loaded, and loads one afterwards
+workload 15 &
+bench=$!
+for _ in 1 2 3; do
+    sleep 4
+    q "SELECT anker.compact('t_anker'), anker.compact('later_anker')" >/dev/null
+done
+wait "$bench"
 target=$(q "SELECT pg_current_wal_lsn()")
 for _ in $(seq 1 120); do
     [ "$(qp "$SB_PORT" "SELECT pg_last_wal_replay_lsn() >= '$target'")" = t ] && break

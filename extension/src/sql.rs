@@ -151,3 +151,31 @@ COMMENT ON VIEW anker.tables IS 'anker tables of the current database and the me
     name = "views",
     requires = [memory_usage, table_storage, counters, snapshot_list]
 );
+
+/// Compact an anker table's on-disk change log now: write an image of the
+/// table from a virtual snapshot and free the log before it (VACUUM does
+/// this by itself once the log since the last image outgrows the image).
+#[pg_extern]
+fn compact(
+    relation: pgrx::PgRelation,
+) -> TableIterator<'static, (name!(rows, i64), name!(image_bytes, i64), name!(log_bytes_before, i64), name!(blocks_freed, i64))> {
+    // SAFETY: the relation is opened and closed here, with VACUUM's lock
+    // (which keeps another compaction out).
+    unsafe {
+        let lock = pg_sys::ShareUpdateExclusiveLock as pg_sys::LOCKMODE;
+        let rel = pg_sys::relation_open(relation.oid(), lock);
+        if !crate::tam::is_anker(rel) {
+            pg_sys::relation_close(rel, lock);
+            pgrx::ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+                "anker.compact: not an anker table"
+            );
+        }
+        let table = crate::storage::table_of(rel);
+        let done = crate::durable::compact::compact(rel, table);
+        pg_sys::relation_close(rel, lock);
+        let c = done.unwrap_or(crate::durable::compact::Compacted { rows: 0, image_bytes: 0, log_bytes_before: 0, blocks_freed: 0 });
+        TableIterator::once((c.rows as i64, c.image_bytes as i64, c.log_bytes_before as i64, c.blocks_freed as i64))
+    }
+}

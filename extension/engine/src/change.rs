@@ -627,9 +627,17 @@ impl Table {
     /// The version chain of `row` as [`Change::Chain`] records it (newest
     /// record first). The caller keeps the chain from being pruned.
     pub fn chain_records<'a>(&self, arena: &'a Arena, row: u64) -> Vec<ChainRecord<'a>> {
+        match self.header(arena, row) {
+            Some(h) => self.chain_records_from(arena, h.chain),
+            None => vec![],
+        }
+    }
+
+    /// The version chain that starts at record `chain` (0: none), as
+    /// [`chain_records`](Self::chain_records) gives it.
+    pub fn chain_records_from<'a>(&self, arena: &'a Arena, chain: crate::arena::Off) -> Vec<ChainRecord<'a>> {
         let mut out = vec![];
-        let Some(h) = self.header(arena, row) else { return out };
-        let mut cur = h.chain;
+        let mut cur = chain;
         let mut images = vec![];
         while cur != 0 {
             // SAFETY: the caller keeps the chain alive (rewrites hold an

@@ -8,3 +8,4 @@ pub mod change;
 pub mod stats;
 pub mod agg;
 pub mod snapshot;
+pub mod image;

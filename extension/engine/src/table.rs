@@ -450,6 +450,10 @@ pub struct Table {
     pub log_tail: AtomicU32,
     pub log_permanent: AtomicU32,
     pub loading: AtomicU32,
+    /// Bytes of the on-disk log after its image, and of the image (the
+    /// boundary compacts the log when the first outgrows the second).
+    pub log_bytes: AtomicU64,
+    pub image_bytes: AtomicU64,
     /// A prepared transaction (two-phase commit) that created or dropped
     /// this storage; 0 if none. See [`Directory::mark_prepared`].
     prepared_xid: AtomicU32,
@@ -513,6 +517,8 @@ impl Table {
             (*t).durable_seq = AtomicU64::new(0);
             (*t).log_tail = AtomicU32::new(u32::MAX);
             (*t).log_permanent = AtomicU32::new(0);
+            (*t).log_bytes = AtomicU64::new(0);
+            (*t).image_bytes = AtomicU64::new(0);
             (*t).loading = AtomicU32::new(0);
             (*t).prepared_xid = AtomicU32::new(0);
             (*t).prepared_drop = AtomicU32::new(0);
@@ -848,6 +854,42 @@ impl Table {
             h.next = u64::MAX;
         }
         Some(h)
+    }
+
+    /// Everything of `row`'s header, read through the cursor, and whether
+    /// the row is vacant (None: no row there). For images of the table.
+    pub fn cursor_full_header(&self, arena: &Arena, cur: &mut Cursor, row: u64) -> Option<(RowHeader, bool)> {
+        let sp = cur.stamps.page(arena, &self.stamps, row)?;
+        // SAFETY: the page holds rows_per_page stamps.
+        let s = unsafe { self.stamps.element::<Stamp>(sp, row) };
+        let flags = loop {
+            let f = s.flags.load(Ordering::Acquire);
+            if f & flag::LATCH == 0 {
+                break f;
+            }
+            std::hint::spin_loop();
+        };
+        let xmin = s.xmin.load(Ordering::Acquire);
+        if xmin == 0 && flags & flag::VACANT == 0 {
+            return None;
+        }
+        let mut h = RowHeader { xmin, xmax: s.xmax.load(Ordering::Acquire), flags, locker: s.locker.load(Ordering::Acquire), ..Default::default() };
+        if let Some(cp) = cur.cids.page(arena, &self.cids, row) {
+            // SAFETY: as above, for cids.
+            let c = unsafe { self.cids.element::<Cids>(cp, row) };
+            h.cmin = c.cmin.load(Ordering::Acquire);
+            h.cmax = c.cmax.load(Ordering::Acquire);
+        }
+        h.next = u64::MAX;
+        if flags & flag::HAS_LINKS != 0 {
+            if let Some(lp) = cur.links.page(arena, &self.links, row) {
+                // SAFETY: as above, for links.
+                let l = unsafe { self.links.element::<Links>(lp, row) };
+                h.chain = l.chain.load(Ordering::Acquire);
+                h.next = l.next.load(Ordering::Acquire);
+            }
+        }
+        Some((h, flags & flag::VACANT != 0))
     }
 
     /// The creator of `row`, read through the cursor (no other checks: for

@@ -4,6 +4,7 @@
 
 use anker_engine::arena::Arena;
 use anker_engine::change::{frame, Change, Entries, Val};
+use anker_engine::snapshot::Method;
 use anker_engine::table::{flag, ColumnSpec, ColumnState, Directory, RowChange, Table, Value, VAR_SLOT};
 use proptest::prelude::*;
 
@@ -93,14 +94,26 @@ fn run(ops: &[Op]) {
     let dir = Directory::get(&a).unwrap();
     let specs = vec![ColumnSpec::fixed(8), ColumnSpec::var()];
     let t = dir.get_or_create(&a, &[1, 1, 1, 0], &|| specs.clone()).unwrap();
-    let mut log = vec![];
-    let mut seq = 0;
-    let mut log_change = |c: Change| {
-        seq += 1;
-        frame(seq, &c, &mut log);
+    let log = std::cell::RefCell::new(vec![]);
+    let seq = std::cell::Cell::new(0u64);
+    let log_change = |c: Change| {
+        seq.set(seq.get() + 1);
+        frame(seq.get(), &c, &mut log.borrow_mut());
     };
     let mut xid = 100u32;
-    for op in ops {
+    // Halfway, an image from a snapshot: replayed with the changes made
+    // after it, it must give the same table as the whole log.
+    let mut image: Option<(Vec<u8>, u64)> = None;
+    for (k, op) in ops.iter().enumerate() {
+        if k == ops.len() / 2 {
+            let cols: Vec<usize> = (0..t.ncols()).collect();
+            let snap = t.create_snapshot(&a, &cols, Method::Cow, 0).unwrap();
+            let at = seq.get();
+            let mut bytes = vec![];
+            t.image(&a, snap, &t.columns(&a), |c| frame(at, c, &mut bytes));
+            t.release_snapshot(&a, snap);
+            image = Some((bytes, at));
+        }
         xid += 1;
         let live = |row: u64| t.header(&a, row).filter(|h| h.flags & flag::VACANT == 0 && h.xmin != 0);
         match op {
@@ -204,6 +217,7 @@ fn run(ops: &[Op]) {
             }
         }
     }
+    let log = log.into_inner();
     // Redo into a fresh table of the first layout.
     let r = dir.get_or_create(&a, &[2, 2, 2, 0], &|| specs.clone()).unwrap();
     let mut entries = Entries::new(&log);
@@ -216,6 +230,27 @@ fn run(ops: &[Op]) {
     assert!(entries.stopped.is_none(), "{:?}", entries.stopped);
     assert_eq!(entries.consumed(), log.len());
     assert_eq!(dump(&a, t), dump(&a, r));
+    if let Some((bytes, at)) = image {
+        let mut entries = Entries::new(&bytes);
+        let Some((s0, Change::Create { columns })) = entries.next() else { panic!("an image starts with Create") };
+        assert_eq!(s0, at);
+        let specs: Vec<ColumnSpec> = columns.iter().map(|(s, _)| *s).collect();
+        let im = dir.get_or_create(&a, &[3, 3, 3, 0], &|| specs.clone()).unwrap();
+        for (i, (_, st)) in columns.iter().enumerate() {
+            im.column(&a, i).set_state(*st);
+        }
+        for (s, change) in &mut entries {
+            assert_eq!(s, at);
+            im.replay(&a, &change).unwrap();
+        }
+        assert!(entries.stopped.is_none());
+        for (s, change) in Entries::new(&log) {
+            if s > at {
+                im.replay(&a, &change).unwrap();
+            }
+        }
+        assert_eq!(dump(&a, t), dump(&a, im), "image at change {at} and the changes after it");
+    }
     // The free list rebuilt from vacant rows offers the same rows.
     r.rebuild_free_rows(&a);
     let vacant = |tab: &Table| {

@@ -1,30 +1,30 @@
 //! Durability: every change to an anker table goes to its change log, kept
 //! in the relation's main fork through PostgreSQL's buffer manager and
-//! protected by WAL records of our resource manager (`redo.rs`). Design,
-//! invariants and what was rejected: `docs/durability.md`.
+//! protected by WAL records of our resource manager (`redo.rs`); images
+//! written from virtual snapshots keep the log short (`compact.rs`). The
+//! file's layout: `pages.rs`. Design, invariants and what was rejected:
+//! `docs/durability.md`.
 //!
-//! Fork layout (8 kB pages with PostgreSQL's page header, so WAL's page LSN
-//! interlock and full-page images work as for any relation):
-//!
-//! * block 0: metapage (magic, format version);
-//! * blocks 1..: the log, a byte stream over the pages' data areas (from the
-//!   header to `pd_lower`) made of *chunks* `[length u32][kind u8][bytes]`.
-//!   A chunk of kind [`WHOLE`] holds complete framed entries
-//!   (`anker_engine::change::frame`); an entry too large for one WAL record
-//!   is cut into [`FIRST`], [`MIDDLE`]... [`LAST`] pieces. One WAL record
-//!   appends exactly one chunk.
+//! The log is a byte stream of *chunks* `[length u32][kind u8][bytes]`. A
+//! chunk of kind [`WHOLE`] holds complete framed entries
+//! (`anker_engine::change::frame`); an entry too large for one WAL record
+//! is cut into [`FIRST`], [`MIDDLE`]... [`LAST`] pieces. One WAL record
+//! appends exactly one chunk.
 //!
 //! Writers run the engine change and log it while holding the exclusive
 //! content lock of the log's last block: the log lock, which orders a
 //! table's changes as the engine applied them. A table's entries carry
-//! consecutive sequence numbers (`Table::durable_seq`), so redo can tell
-//! which changes a table loaded from disk already has.
+//! consecutive sequence numbers (`Table::durable_seq`); an image's entries
+//! all carry the number of the last change it includes.
 
+pub mod compact;
+mod pages;
 pub mod redo;
 
 use crate::shmem;
 use anker_engine::change::{frame, Change, Entries};
 use anker_engine::table::{ColumnState, Table, TableKey};
+use pages::{Meta, Part, INVALID, PAGE_DATA, PAGE_HEADER};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
@@ -32,8 +32,6 @@ use std::sync::atomic::Ordering;
 
 /// Our resource manager id (custom range 128..=255, PostgreSQL 15).
 pub const RMGR_ID: u8 = 133;
-const MAGIC: u32 = 0x414e_4b52; // "ANKR"
-const FORMAT_VERSION: u32 = 1;
 
 /// Chunk kinds.
 const WHOLE: u8 = 1;
@@ -42,58 +40,9 @@ const MIDDLE: u8 = 3;
 const LAST: u8 = 4;
 const CHUNK_HEADER: usize = 5;
 
-/// Bytes of a page's header (`SizeOfPageHeaderData`).
-const PAGE_HEADER: usize = 24;
-const BLOCK: usize = pg_sys::BLCKSZ as usize;
-/// Log bytes per page.
-const PAGE_DATA: usize = BLOCK - PAGE_HEADER;
-/// Pages one WAL record may fill (at most 33 block references a record;
+/// Pages one WAL record may fill (at most 32 block references a record:
 /// room for the tail block and the metapage).
 const MAX_RECORD_PAGES: usize = 30;
-
-// ---- pages -----------------------------------------------------------------------
-
-/// The page of a pinned buffer.
-unsafe fn page(buf: pg_sys::Buffer) -> *mut u8 {
-    if buf < 0 {
-        *pg_sys::LocalBufferBlockPointers.offset((-buf - 1) as isize) as *mut u8
-    } else {
-        (pg_sys::BufferBlocks as *mut u8).add((buf as usize - 1) * BLOCK)
-    }
-}
-
-unsafe fn header(p: *mut u8) -> &'static mut pg_sys::PageHeaderData {
-    &mut *(p as *mut pg_sys::PageHeaderData)
-}
-
-unsafe fn init_page(p: *mut u8) {
-    pg_sys::PageInit(p as pg_sys::Page, BLOCK, 0);
-}
-
-unsafe fn set_lsn(p: *mut u8, lsn: pg_sys::XLogRecPtr) {
-    header(p).pd_lsn = pg_sys::PageXLogRecPtr { xlogid: (lsn >> 32) as u32, xrecoff: lsn as u32 };
-}
-
-/// Append `bytes` to the page's data area (they fit).
-unsafe fn append_to_page(p: *mut u8, bytes: &[u8]) {
-    let h = header(p);
-    let at = h.pd_lower as usize;
-    debug_assert!(at + bytes.len() <= BLOCK);
-    std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.add(at), bytes.len());
-    h.pd_lower = (at + bytes.len()) as u16;
-}
-
-/// Free bytes in a log page.
-unsafe fn room(p: *mut u8) -> usize {
-    BLOCK - header(p).pd_lower as usize
-}
-
-/// The metapage's contents.
-fn meta_bytes() -> Vec<u8> {
-    let mut v = MAGIC.to_le_bytes().to_vec();
-    v.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    v
-}
 
 // ---- writing ---------------------------------------------------------------------
 
@@ -166,10 +115,23 @@ impl Fork {
     }
 
     /// A new block at the end of the fork, zeroed, pinned and locked. The
-    /// caller holds the extension lock or the log lock (appenders are
-    /// serialised by the log lock, first writers by the extension lock).
+    /// caller holds the metapage's lock, or the extension lock while the
+    /// fork has no metapage yet: either serialises the fork's extenders.
     unsafe fn extend(&self) -> pg_sys::Buffer {
         self.read(pg_sys::InvalidBlockNumber, pg_sys::ReadBufferMode::RBM_ZERO_AND_LOCK)
+    }
+
+    /// The metapage, pinned and locked in `mode`, with its fields.
+    unsafe fn meta(&self, mode: u32) -> (pg_sys::Buffer, Meta) {
+        let buf = self.read(0, pg_sys::ReadBufferMode::RBM_NORMAL);
+        pg_sys::LockBuffer(buf, mode as i32);
+        match pages::meta_of(pages::page(buf)) {
+            Ok(m) => (buf, m),
+            Err(why) => {
+                pg_sys::UnlockReleaseBuffer(buf);
+                corrupt(&self.rnode, &why)
+            }
+        }
     }
 
     unsafe fn lock_extension(&self) {
@@ -181,15 +143,6 @@ impl Fork {
     }
 }
 
-/// `START_CRIT_SECTION()`: errors become PANICs until the end.
-unsafe fn start_crit_section() {
-    pg_sys::CritSectionCount += 1;
-}
-
-unsafe fn end_crit_section() {
-    pg_sys::CritSectionCount -= 1;
-}
-
 /// Make a change to `table` (the storage of `rel`) durable: `op` applies it
 /// to the engine table and describes it in the [`Log`]; both happen under
 /// the log lock, and what `op` recorded is appended (and WAL-logged) before
@@ -197,7 +150,12 @@ unsafe fn end_crit_section() {
 pub fn write<R>(rel: pg_sys::Relation, table: &Table, op: impl FnOnce(&mut Log) -> R) -> R {
     // SAFETY: rel is open.
     let fork = unsafe { Fork::current(rel) };
-    write_to(fork, table, op)
+    let before = table.log_bytes.load(Ordering::Relaxed);
+    let r = write_to(fork, table, op);
+    if fork.is_some() {
+        compact::nudge_autovacuum(rel, table, before);
+    }
+    r
 }
 
 /// [`write`] without a relation at hand (transaction callbacks): a table
@@ -231,7 +189,8 @@ fn write_to<R>(fork: Option<Fork>, table: &Table, op: impl FnOnce(&mut Log) -> R
             // Published before `append` lets go of any block: whoever gets
             // an old tail sees it moved, and waits for the new one we hold.
             table.durable_seq.fetch_add(log.count, Ordering::AcqRel);
-            append(fork, table, tail, &log.entries)
+            table.log_bytes.fetch_add(log.entries.len() as u64, Ordering::Relaxed);
+            append(fork, Some(tail), &log.entries, pages::XLOG_ANKER_APPEND, Some(table))
         } else {
             tail
         };
@@ -245,17 +204,17 @@ fn write_to<R>(fork: Option<Fork>, table: &Table, op: impl FnOnce(&mut Log) -> R
 unsafe fn lock_tail(fork: Fork, table: &Table) -> pg_sys::Buffer {
     loop {
         let tail = table.log_tail.load(Ordering::Acquire);
-        if tail == u32::MAX {
+        if tail == INVALID {
             // (only with a relation: `write_table` never gets here)
             fork.lock_extension();
-            if table.log_tail.load(Ordering::Acquire) == u32::MAX {
-                let n = fork.nblocks();
-                if n >= 2 {
+            if table.log_tail.load(Ordering::Acquire) == INVALID {
+                if fork.nblocks() >= 2 {
+                    let (_, tail, _) = read_chain(&fork).unwrap_or_else(|why| corrupt(&fork.rnode, &why));
                     table.log_permanent.store(fork.permanent as u32, Ordering::Release);
-                    table.log_tail.store(n - 1, Ordering::Release);
+                    table.log_tail.store(tail, Ordering::Release);
                 } else {
-                    // a fork without a log: a table from before durability,
-                    // or an unlogged one reset after a crash
+                    // a fork without a log: an unlogged table reset after a
+                    // crash
                     init_fork(fork, table);
                 }
             }
@@ -280,34 +239,18 @@ unsafe fn init_fork(fork: Fork, table: &Table) {
     frame(seq, &Change::Create { columns: table.columns(arena) }, &mut entries);
     let meta = if fork.nblocks() == 0 { fork.extend() } else { fork.read_locked(0) };
     let first = fork.extend();
-    let chunk = chunk(WHOLE, &entries);
-    let mb = meta_bytes();
-    start_crit_section();
-    let mp = page(meta);
-    init_page(mp);
-    append_to_page(mp, &mb);
-    pg_sys::MarkBufferDirty(meta);
-    let fp = page(first);
-    init_page(fp);
-    append_to_page(fp, &chunk);
-    pg_sys::MarkBufferDirty(first);
-    if fork.permanent {
-        pg_sys::XLogBeginInsert();
-        let main = redo::RecordHeader { new_pages: 0b11, meta_pages: 0b01 };
-        pg_sys::XLogRegisterData(&main as *const _ as *mut std::ffi::c_char, std::mem::size_of::<redo::RecordHeader>() as i32);
-        pg_sys::XLogRegisterBuffer(0, meta, pg_sys::REGBUF_WILL_INIT as u8);
-        pg_sys::XLogRegisterBufData(0, mb.as_ptr() as *mut std::ffi::c_char, mb.len() as i32);
-        pg_sys::XLogRegisterBuffer(1, first, pg_sys::REGBUF_WILL_INIT as u8);
-        pg_sys::XLogRegisterBufData(1, chunk.as_ptr() as *mut std::ffi::c_char, chunk.len() as i32);
-        let lsn = pg_sys::XLogInsert(RMGR_ID, redo::XLOG_ANKER_APPEND);
-        set_lsn(mp, lsn);
-        set_lsn(fp, lsn);
-    }
-    end_crit_section();
     let first_block = pg_sys::BufferGetBlockNumber(first);
+    let chunk = chunk(WHOLE, &entries);
+    let parts = [
+        Part { buf: meta, new: true, meta: true, op: pages::meta_op(Meta { head: first_block, free: INVALID, generation: 0, pending: INVALID }) },
+        Part { buf: first, new: true, meta: false, op: pages::log_op(INVALID, PAGE_HEADER, &chunk) },
+    ];
+    pages::log_and_apply(fork.permanent, &parts, pages::XLOG_ANKER_APPEND);
     pg_sys::UnlockReleaseBuffer(meta);
     pg_sys::UnlockReleaseBuffer(first);
     table.durable_seq.store(seq, Ordering::Release);
+    table.log_bytes.store(entries.len() as u64, Ordering::Relaxed);
+    table.image_bytes.store(0, Ordering::Relaxed);
     table.log_permanent.store(fork.permanent as u32, Ordering::Release);
     table.log_tail.store(first_block, Ordering::Release);
 }
@@ -320,14 +263,15 @@ fn chunk(kind: u8, bytes: &[u8]) -> Vec<u8> {
     c
 }
 
-/// Append framed `entries` to the log whose last block is `tail` (pinned,
-/// locked): one chunk, or pieces when they would fill more pages than a WAL
-/// record may carry. Returns the new last block, pinned and locked (the
-/// caller releases it).
-unsafe fn append(fork: Fork, table: &Table, mut tail: pg_sys::Buffer, entries: &[u8]) -> pg_sys::Buffer {
+/// Append framed `entries` to a chain whose last block is `tail` (pinned,
+/// locked; None: the chain starts now) in records of kind `info`: one
+/// chunk, or pieces when they would fill more pages than a record may
+/// carry. Returns the new last block, pinned and locked (the caller
+/// releases it). With `table`, the chain is its log, whose tail moves.
+unsafe fn append(fork: Fork, mut tail: Option<pg_sys::Buffer>, entries: &[u8], info: u8, table: Option<&Table>) -> pg_sys::Buffer {
     let max_piece = (MAX_RECORD_PAGES - 1) * PAGE_DATA - 2 * CHUNK_HEADER;
     if entries.len() <= max_piece {
-        return append_chunk(fork, table, tail, &chunk(WHOLE, entries));
+        return append_chunk(fork, tail, &chunk(WHOLE, entries), info, table);
     }
     let pieces: Vec<&[u8]> = entries.chunks(max_piece).collect();
     for (k, p) in pieces.iter().enumerate() {
@@ -338,68 +282,65 @@ unsafe fn append(fork: Fork, table: &Table, mut tail: pg_sys::Buffer, entries: &
         } else {
             MIDDLE
         };
-        tail = append_chunk(fork, table, tail, &chunk(kind, p));
+        tail = Some(append_chunk(fork, tail, &chunk(kind, p), info, table));
     }
-    tail
+    tail.expect("at least one piece")
 }
 
-/// Append one chunk in one WAL record.
-unsafe fn append_chunk(fork: Fork, table: &Table, tail: pg_sys::Buffer, chunk: &[u8]) -> pg_sys::Buffer {
-    // Which pages take which bytes: what fits in the tail, then new pages.
-    let mut parts: Vec<(pg_sys::Buffer, bool, &[u8])> = vec![];
+/// Append one chunk in one WAL record: what fits in the tail, then blocks
+/// from the free chain or new ones (taken under the metapage's lock, which
+/// the record then also changes).
+unsafe fn append_chunk(fork: Fork, tail: Option<pg_sys::Buffer>, chunk: &[u8], info: u8, table: Option<&Table>) -> pg_sys::Buffer {
+    let mut bufs: Vec<(pg_sys::Buffer, bool, &[u8])> = vec![];
     let mut rest = chunk;
-    let in_tail = room(page(tail)).min(rest.len());
-    parts.push((tail, false, &rest[..in_tail]));
-    rest = &rest[in_tail..];
-    while !rest.is_empty() {
-        let n = PAGE_DATA.min(rest.len());
-        parts.push((fork.extend(), true, &rest[..n]));
+    if let Some(t) = tail {
+        let n = pages::room(pages::page(t)).min(rest.len());
+        bufs.push((t, false, &rest[..n]));
         rest = &rest[n..];
     }
-    if fork.permanent && parts.len() > pg_sys::XLR_NORMAL_MAX_BLOCK_ID as usize {
-        // (allocates: before the critical section)
-        pg_sys::XLogEnsureRecordSpace(parts.len() as i32 - 1, parts.len() as i32 + 1);
+    let mut meta: Option<(pg_sys::Buffer, Meta)> = None;
+    while !rest.is_empty() {
+        let (_, m) = meta.get_or_insert_with(|| fork.meta(pg_sys::BUFFER_LOCK_EXCLUSIVE));
+        let buf = if m.free != INVALID {
+            let b = fork.read_locked(m.free);
+            m.free = pages::link_of(pages::page(b)).0;
+            b
+        } else {
+            fork.extend()
+        };
+        if bufs.is_empty() {
+            // the first block of an image: remembered until the image is
+            // the log's head (or freed)
+            m.pending = pg_sys::BufferGetBlockNumber(buf);
+        }
+        let n = PAGE_DATA.min(rest.len());
+        bufs.push((buf, true, &rest[..n]));
+        rest = &rest[n..];
     }
-    start_crit_section();
-    for (buf, new, bytes) in &parts {
-        let p = page(*buf);
-        if *new {
-            init_page(p);
-        }
-        append_to_page(p, bytes);
-        pg_sys::MarkBufferDirty(*buf);
+    let mut parts: Vec<Part> = Vec::with_capacity(bufs.len() + 1);
+    for (k, (buf, new, bytes)) in bufs.iter().enumerate() {
+        let (next, start) = match bufs.get(k + 1) {
+            Some((b, _, _)) => (pg_sys::BufferGetBlockNumber(*b), PAGE_HEADER),
+            None => (INVALID, PAGE_HEADER),
+        };
+        parts.push(Part { buf: *buf, new: *new, meta: false, op: pages::log_op(next, start, bytes) });
     }
-    if fork.permanent {
-        pg_sys::XLogBeginInsert();
-        let mut new_pages = 0u64;
-        for (k, (_, new, _)) in parts.iter().enumerate() {
-            if *new {
-                new_pages |= 1 << k;
-            }
-        }
-        let main = redo::RecordHeader { new_pages, meta_pages: 0 };
-        pg_sys::XLogRegisterData(&main as *const _ as *mut std::ffi::c_char, std::mem::size_of::<redo::RecordHeader>() as i32);
-        for (k, (buf, new, bytes)) in parts.iter().enumerate() {
-            // A full-page image of the tail would leave the bytes out of the
-            // record; redo applies them to the table in memory as well.
-            let flags = if *new { pg_sys::REGBUF_WILL_INIT } else { pg_sys::REGBUF_STANDARD | pg_sys::REGBUF_KEEP_DATA };
-            pg_sys::XLogRegisterBuffer(k as u8, *buf, flags as u8);
-            pg_sys::XLogRegisterBufData(k as u8, bytes.as_ptr() as *mut std::ffi::c_char, bytes.len() as i32);
-        }
-        let lsn = pg_sys::XLogInsert(RMGR_ID, redo::XLOG_ANKER_APPEND);
-        for (buf, _, _) in &parts {
-            set_lsn(page(*buf), lsn);
-        }
+    if let Some((mbuf, m)) = meta {
+        parts.push(Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(m) });
     }
-    end_crit_section();
+    pages::log_and_apply(fork.permanent, &parts, info);
     // Keep the new last block locked; release the others once writers
     // waiting for them can see the log moved on.
-    let (last, _, _) = *parts.last().expect("at least the tail");
-    if last != tail {
-        table.log_tail.store(pg_sys::BufferGetBlockNumber(last), Ordering::Release);
+    let last = bufs.last().expect("a chunk is never empty").0;
+    if let Some(t) = table {
+        if Some(last) != tail {
+            t.log_tail.store(pg_sys::BufferGetBlockNumber(last), Ordering::Release);
+        }
     }
-    for (buf, _, _) in &parts[..parts.len() - 1] {
-        pg_sys::UnlockReleaseBuffer(*buf);
+    for part in &parts {
+        if part.buf != last {
+            pg_sys::UnlockReleaseBuffer(part.buf);
+        }
     }
     last
 }
@@ -417,26 +358,6 @@ pub fn start_log(rel: pg_sys::Relation, rnode: pg_sys::RelFileNode, persistence:
 }
 
 // ---- loading ---------------------------------------------------------------------
-
-/// The log bytes of a fork read block by block.
-fn log_stream(nblocks: u32, mut read: impl FnMut(u32) -> Vec<u8>) -> Result<Vec<u8>, String> {
-    if nblocks == 0 {
-        return Ok(vec![]);
-    }
-    let meta = read(0);
-    if meta.len() < 8 || meta[..4] != MAGIC.to_le_bytes() {
-        return Err("its first block is not an anker metapage".into());
-    }
-    let version = u32::from_le_bytes(meta[4..8].try_into().expect("4 bytes"));
-    if version != FORMAT_VERSION {
-        return Err(format!("its format version is {version}, this anker reads {FORMAT_VERSION}"));
-    }
-    let mut stream = Vec::with_capacity(nblocks as usize * PAGE_DATA);
-    for b in 1..nblocks {
-        stream.extend_from_slice(&read(b));
-    }
-    Ok(stream)
-}
 
 /// The framed entries of a log stream, pieces reassembled; a chunk cut off
 /// or pieces never finished (a crash while writing them) end the log.
@@ -470,16 +391,6 @@ fn entry_bytes(stream: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Bytes of the data area of a log page (or of the metapage).
-unsafe fn page_data(p: *const u8) -> Vec<u8> {
-    let lower = (*(p as *const pg_sys::PageHeaderData)).pd_lower as usize;
-    if (PAGE_HEADER..=BLOCK).contains(&lower) {
-        std::slice::from_raw_parts(p.add(PAGE_HEADER), lower - PAGE_HEADER).to_vec()
-    } else {
-        vec![] // a never-initialised (zero) page
-    }
-}
-
 fn corrupt(rnode: &pg_sys::RelFileNode, why: &str) -> ! {
     ereport!(
         ERROR,
@@ -488,25 +399,47 @@ fn corrupt(rnode: &pg_sys::RelFileNode, why: &str) -> ! {
     );
 }
 
-/// The log bytes of relation file `rnode`, or None when it has no log (no
-/// file, or an empty one).
+/// The log of `fork` read along its chain from the metapage's head: its
+/// bytes, its last block and the metapage's generation when read.
+unsafe fn read_chain(fork: &Fork) -> Result<(Vec<u8>, u32, u32), String> {
+    let nblocks = fork.nblocks();
+    let (mbuf, meta) = fork.meta(pg_sys::BUFFER_LOCK_SHARE);
+    pg_sys::UnlockReleaseBuffer(mbuf);
+    let mut stream = Vec::new();
+    let (mut block, mut start) = (meta.head, PAGE_HEADER);
+    for _ in 0..nblocks {
+        if block >= nblocks {
+            return Err(format!("its log links to block {block}, past its end ({nblocks} blocks)"));
+        }
+        let buf = fork.read(block, pg_sys::ReadBufferMode::RBM_NORMAL);
+        pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
+        let p = pages::page(buf);
+        stream.extend_from_slice(pages::log_bytes(p, start));
+        let (next, next_start) = pages::link_of(p);
+        pg_sys::UnlockReleaseBuffer(buf);
+        if next == INVALID {
+            return Ok((stream, block, meta.generation));
+        }
+        (block, start) = (next, next_start);
+    }
+    Err("its log's links form a loop".into())
+}
+
+/// The log of relation file `rnode`: bytes and last block, or None when it
+/// has none (no file, or an empty one). On a hot standby redo may compact
+/// the log while it is read: then it is read again.
 unsafe fn read_log(rnode: pg_sys::RelFileNode, permanent: bool) -> Option<(Vec<u8>, u32)> {
     let fork = Fork { rel: std::ptr::null_mut(), rnode, permanent };
-    let nblocks = fork.nblocks();
-    if nblocks == 0 {
+    if fork.nblocks() == 0 {
         return None;
     }
-    let read = |b: u32| {
-        let buf = fork.read(b, pg_sys::ReadBufferMode::RBM_NORMAL);
-        pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
-        let d = page_data(page(buf));
-        pg_sys::UnlockReleaseBuffer(buf);
-        d
-    };
-    match log_stream(nblocks, read) {
-        Ok(s) if s.is_empty() => None,
-        Ok(s) => Some((s, nblocks)),
-        Err(why) => corrupt(&rnode, &why),
+    loop {
+        let (stream, tail, generation) = read_chain(&fork).unwrap_or_else(|why| corrupt(&rnode, &why));
+        let (mbuf, meta) = fork.meta(pg_sys::BUFFER_LOCK_SHARE);
+        pg_sys::UnlockReleaseBuffer(mbuf);
+        if meta.generation == generation {
+            return Some((stream, tail));
+        }
     }
 }
 
@@ -533,7 +466,7 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     let started = std::time::Instant::now();
     // SAFETY: reading blocks of an existing relation file through shared
     // buffers; no relcache needed.
-    let (stream, _) = unsafe { read_log(rnode, permanent)? };
+    let (stream, tail) = unsafe { read_log(rnode, permanent)? };
     let bytes = entry_bytes(&stream);
     let Some((_, Change::Create { columns })) = Entries::new(&bytes).next() else {
         corrupt(&rnode, "its log does not start with the table's creation")
@@ -561,10 +494,10 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     let mut guard = Failed(table, false);
     // Published: on a standby redo may have appended since the first read.
     // SAFETY: as above; a flag read.
-    let (stream, nblocks) = if unsafe { pg_sys::RecoveryInProgress() } {
+    let (stream, tail) = if unsafe { pg_sys::RecoveryInProgress() } {
         unsafe { read_log(rnode, permanent) }.expect("a log does not vanish while its table is used")
     } else {
-        (stream, unsafe { Fork { rel: std::ptr::null_mut(), rnode, permanent }.nblocks() })
+        (stream, tail)
     };
     let bytes = entry_bytes(&stream);
     let mut entries = Entries::new(&bytes);
@@ -577,19 +510,28 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     table.durable_seq.store(first_seq, Ordering::Release);
     let mut n = 1u64;
     let mut gap = None;
-    for (seq, change) in &mut entries {
-        if seq != table.durable_seq.load(Ordering::Acquire) + 1 {
+    // An image: the entries after the Create that carry its number. The
+    // log after it goes on at the next number.
+    let mut image_end = entries.consumed();
+    let mut in_image = true;
+    while let Some((seq, change)) = entries.next() {
+        if let Change::Create { .. } = change {
+            gap = Some(seq);
+            break; // cannot happen: a log starts anew in a new file
+        }
+        in_image &= seq == first_seq;
+        if !in_image && seq != table.durable_seq.load(Ordering::Acquire) + 1 {
             gap = Some(seq);
             break;
-        }
-        if let Change::Create { .. } = change {
-            break; // cannot happen: a log starts anew in a new file
         }
         if let Err(e) = table.replay(arena, &change) {
             crate::error::out_of_memory(e);
         }
         table.durable_seq.store(seq, Ordering::Release);
         n += 1;
+        if in_image {
+            image_end = entries.consumed();
+        }
     }
     let end = table.durable_seq.load(Ordering::Acquire);
     if let Some(why) = gap.map(|g| format!("change {g} follows")).or(entries.stopped.as_ref().map(|e| e.to_string())) {
@@ -604,8 +546,10 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
             format!("anker: the log of relation file {}/{}/{} ends after change {end}: {why}", rnode.spcNode, rnode.dbNode, rnode.relNode)
         );
     }
+    table.image_bytes.store(image_end as u64, Ordering::Relaxed);
+    table.log_bytes.store((bytes.len() - image_end) as u64, Ordering::Relaxed);
     table.log_permanent.store(permanent as u32, Ordering::Release);
-    table.log_tail.store(nblocks - 1, Ordering::Release);
+    table.log_tail.store(tail, Ordering::Release);
     table.rebuild_free_rows(arena);
     guard.1 = true;
     table.loading.store(0, Ordering::Release);

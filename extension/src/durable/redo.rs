@@ -11,7 +11,8 @@
 //! standby, tables its backends have loaded also get the changes, by
 //! sequence number (a table loaded meanwhile skips those it has).
 
-use super::{append_to_page, init_page, page, set_lsn, CHUNK_HEADER, FIRST, LAST, MIDDLE, RMGR_ID, WHOLE};
+use super::pages::{self, RecordHeader, LINK_LEN, XLOG_ANKER_APPEND, XLOG_ANKER_IMAGE, XLOG_ANKER_SWITCH};
+use super::{CHUNK_HEADER, FIRST, LAST, MIDDLE, RMGR_ID, WHOLE};
 use crate::shmem;
 use anker_engine::change::{Change, Entries};
 use anker_engine::table::TableKey;
@@ -20,18 +21,6 @@ use pgrx::prelude::*;
 use pgrx::PgSqlErrorCode;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-
-/// The one record type: append a chunk to a table's log.
-pub const XLOG_ANKER_APPEND: u8 = 0x10;
-
-/// Main data of a record: which block references are new pages (redo
-/// initialises them) and which of those is the metapage (not log bytes).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct RecordHeader {
-    pub new_pages: u64,
-    pub meta_pages: u64,
-}
 
 static mut RMGR: pg_sys::RmgrData = pg_sys::RmgrData {
     rm_name: c"anker".as_ptr(),
@@ -93,6 +82,11 @@ fn pieces() -> &'static mut HashMap<TableKey, Vec<u8>> {
     unsafe { (*(&raw mut PIECES)).get_or_insert_with(HashMap::new) }
 }
 
+fn kind(record: *mut pg_sys::XLogReaderState) -> u8 {
+    // SAFETY: a decoded record.
+    unsafe { (*(*record).record).header.xl_info & !(pg_sys::XLR_INFO_MASK as u8) }
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     let lsn = (*record).EndRecPtr;
@@ -103,21 +97,19 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     let mut exists = true;
     for (id, rnode, block, data) in blocks(record) {
         file = Some(rnode);
+        let is_meta = header.meta_pages & (1 << id) != 0;
         let buf = if header.new_pages & (1 << id) != 0 {
             let buf = pg_sys::XLogInitBufferForRedo(record, id);
-            let p = page(buf);
-            init_page(p);
-            append_to_page(p, data);
-            set_lsn(p, lsn);
+            pages::apply(pages::page(buf), true, is_meta, data);
+            pages::set_lsn(pages::page(buf), lsn);
             pg_sys::MarkBufferDirty(buf);
             buf
         } else {
             let mut buf: pg_sys::Buffer = 0;
             match pg_sys::XLogReadBufferForRedo(record, id, &mut buf) {
                 pg_sys::XLogRedoAction::BLK_NEEDS_REDO => {
-                    let p = page(buf);
-                    append_to_page(p, data);
-                    set_lsn(p, lsn);
+                    pages::apply(pages::page(buf), false, is_meta, data);
+                    pages::set_lsn(pages::page(buf), lsn);
                     pg_sys::MarkBufferDirty(buf);
                 }
                 pg_sys::XLogRedoAction::BLK_NOTFOUND => exists = false,
@@ -128,14 +120,15 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
         if buf != 0 {
             pg_sys::UnlockReleaseBuffer(buf);
         }
-        if header.meta_pages & (1 << id) == 0 {
-            chunk.extend_from_slice(data);
+        if !is_meta && data.len() >= LINK_LEN {
+            chunk.extend_from_slice(&data[LINK_LEN..]);
             last_block = block;
         }
     }
+    // Only appends change a table: images and switches rearrange pages.
     // The relation file was dropped later in the WAL: its changes need no
     // table in memory.
-    let (Some(rnode), true) = (file, exists) else { return };
+    let (Some(rnode), true, XLOG_ANKER_APPEND) = (file, exists, kind(record)) else { return };
     if chunk.len() < CHUNK_HEADER {
         return;
     }
@@ -288,26 +281,44 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
     let header = record_header(record);
     let mut chunk = vec![];
     let mut file = None;
+    let mut meta = None;
+    let mut links = vec![];
     for (id, rnode, block, data) in blocks(record) {
         file.get_or_insert((rnode, block));
-        if header.meta_pages & (1 << id) == 0 {
-            chunk.extend_from_slice(data);
+        if header.meta_pages & (1 << id) != 0 {
+            if data.len() >= 16 {
+                let w = |k: usize| u32::from_le_bytes(data[k..k + 4].try_into().expect("4 bytes"));
+                meta = Some((w(0), w(4), w(8)));
+            }
+        } else if data.len() >= LINK_LEN {
+            links.push((block, u32::from_le_bytes(data[..4].try_into().expect("4 bytes"))));
+            chunk.extend_from_slice(&data[LINK_LEN..]);
         }
     }
     let mut text = String::new();
     if let Some((r, b)) = file {
         text.push_str(&format!("rel {}/{}/{} blk {b}: ", r.spcNode, r.dbNode, r.relNode));
     }
-    if chunk.len() >= CHUNK_HEADER {
-        let body = &chunk[CHUNK_HEADER..];
-        match chunk[4] {
-            WHOLE => {
-                let descs: Vec<String> = Entries::new(body).map(|(seq, c)| format!("#{seq} {}", c.describe())).collect();
-                text.push_str(&descs.join("; "));
+    match kind(record) {
+        XLOG_ANKER_SWITCH => {
+            let links: Vec<String> = links.iter().map(|(b, n)| format!("{b}->{}", *n as i32)).collect();
+            if let Some((head, free, generation)) = meta {
+                text.push_str(&format!("log head {head}, generation {generation}, free chain from {}; links {}", free as i32, links.join(" ")));
             }
-            FIRST | MIDDLE | LAST => text.push_str(&format!("piece of a large change, {} bytes", body.len())),
-            _ => text.push_str("unknown chunk"),
         }
+        XLOG_ANKER_IMAGE => text.push_str(&format!("image, {} bytes", chunk.len())),
+        _ if chunk.len() >= CHUNK_HEADER => {
+            let body = &chunk[CHUNK_HEADER..];
+            match chunk[4] {
+                WHOLE => {
+                    let descs: Vec<String> = Entries::new(body).map(|(seq, c)| format!("#{seq} {}", c.describe())).collect();
+                    text.push_str(&descs.join("; "));
+                }
+                FIRST | MIDDLE | LAST => text.push_str(&format!("piece of a large change, {} bytes", body.len())),
+                _ => text.push_str("unknown chunk"),
+            }
+        }
+        _ => {}
     }
     let c = std::ffi::CString::new(text).unwrap_or_default();
     pg_sys::appendStringInfoString(buf, c.as_ptr());
@@ -315,9 +326,10 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
 
 #[pg_guard]
 unsafe extern "C-unwind" fn identify(info: u8) -> *const std::ffi::c_char {
-    if info & !(pg_sys::XLR_INFO_MASK as u8) == XLOG_ANKER_APPEND {
-        c"APPEND".as_ptr()
-    } else {
-        std::ptr::null()
+    match info & !(pg_sys::XLR_INFO_MASK as u8) {
+        XLOG_ANKER_APPEND => c"APPEND".as_ptr(),
+        XLOG_ANKER_IMAGE => c"IMAGE".as_ptr(),
+        XLOG_ANKER_SWITCH => c"SWITCH".as_ptr(),
+        _ => std::ptr::null(),
     }
 }

@@ -272,6 +272,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
     );
     pg_sys::pgstat_report_vacuum((*rel).rd_id, (*(*rel).rd_rel).relisshared, live as i64, (recently_dead + records_kept) as i64);
     pgrx::debug1!("anker: vacuumed {} dead rows, pruned {} version records", dead.len(), chains_pruned);
+    crate::durable::compact::maybe_compact(rel, table);
 }
 
 /// Copy rows (`rows`, in order) of `src` into `dst` (the storage of

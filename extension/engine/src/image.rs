@@ -1,0 +1,79 @@
+//! Images: a table's durable state as one frozen moment describes it, as
+//! [`Change`]s that rebuild it in an empty table.
+//!
+//! An image is read from a snapshot of every column (copy-on-write, so
+//! writers go on while it is read), and starts with the [`Change::Create`]
+//! of the columns as they were. Every row follows with its stamps, older
+//! versions and links; vacant rows keep their stamps and become vacant
+//! again at the end, so every row id names what it named in the table.
+//! Replaying the image and then the changes made after the snapshot gives
+//! the table as it is (`tests/replay.rs`). The durability layer writes
+//! images to compact a table's on-disk change log (`docs/durability.md`).
+
+use crate::arena::{Arena, Off};
+use crate::change::{Change, ChainRecord, Val};
+use crate::table::{flag, ColumnSpec, ColumnState, Cursor, RowChange, Table, ValueRef};
+
+/// Flags an image carries: what the row is, not what readers learnt about
+/// it (hint bits) or transient state.
+const IMAGE_FLAGS: u32 = flag::UPDATED
+    | flag::MOVED
+    | flag::KEYS_KEPT
+    | flag::LOCKER_MULTI
+    | flag::LOCK_MODE_MASK
+    | flag::SPECULATIVE
+    | flag::XMAX_LOCK_ONLY;
+
+impl Table {
+    /// Emit the image of snapshot `snap` of this table (a snapshot of every
+    /// column in `columns`, the layout it was taken with) to `emit`, one
+    /// change at a time. The caller keeps the snapshot, and the version
+    /// records its rows reach, alive meanwhile.
+    pub fn image(&self, arena: &Arena, snap: Off, columns: &[(ColumnSpec, ColumnState)], mut emit: impl FnMut(&Change)) {
+        emit(&Change::Create { columns: columns.to_vec() });
+        let snapshot = self.snapshot(arena, snap);
+        let mut cur = Cursor::NEW;
+        let mut caches: Vec<_> = (0..columns.len()).map(|c| self.col_cache(arena, c)).collect();
+        {
+            let mut bind: Vec<_> = caches.iter_mut().enumerate().collect();
+            self.bind_snapshot(arena, snapshot, &mut cur, &mut bind);
+        }
+        let mut vacant = vec![];
+        for row in 0..snapshot.nrows {
+            let Some((h, is_vacant)) = self.cursor_full_header(arena, &mut cur, row) else { continue };
+            let values: Vec<Val> = if is_vacant {
+                vec![Val::Null; columns.len()]
+            } else {
+                caches
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(c, cc)| {
+                        let v: ValueRef = self.cursor_value(arena, cc, row);
+                        // SAFETY: the snapshot keeps the value (and its blob)
+                        // alive while the image is read.
+                        unsafe { Val::from_stored(v, columns[c].0) }
+                    })
+                    .collect()
+            };
+            emit(&Change::Insert { row, xmin: h.xmin, cmin: h.cmin, flags: h.flags & IMAGE_FLAGS, locker: h.locker, values });
+            if !is_vacant && h.chain != 0 {
+                let records: Vec<ChainRecord> = self.chain_records_from(arena, h.chain);
+                emit(&Change::Chain { row, records });
+            }
+            let change = RowChange {
+                xmax: (h.xmax != 0 || h.cmax != 0).then_some((h.xmax, h.cmax)),
+                next: (h.flags & flag::HAS_LINKS != 0).then_some(h.next),
+                ..Default::default()
+            };
+            if change != RowChange::default() {
+                emit(&Change::Modify { row, change });
+            }
+            if is_vacant {
+                vacant.push(row);
+            }
+        }
+        for rows in vacant.chunks(4096) {
+            emit(&Change::Vacate { rows: rows.to_vec() });
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! Images: compacting a table's change log.
+//!
+//! A log grows with every change. When the log written since the last image
+//! outgrows that image (and [`MIN_LOG_BYTES`]), VACUUM writes a new image:
+//!
+//! 1. Under the log lock, for a few microseconds: the number S of the last
+//!    change, where the log goes on after it (the tail block and its end),
+//!    and a copy-on-write snapshot of every column. No writer is between an
+//!    engine change and its log entry then, so the snapshot is exactly the
+//!    table after change S.
+//! 2. Without any lock writers wait for: the image (`Table::image`, every
+//!    entry numbered S) is written from the snapshot into blocks of its own
+//!    chain, in WAL-logged records that redo applies to pages only.
+//! 3. Under the log lock again, one record: the image's last page links to
+//!    where the log went on after S, the image becomes the head, and the
+//!    blocks before that point join the free chain, which later appends use
+//!    before the file grows.
+//!
+//! A crash or an error before step 3 leaves the old log as it was; the
+//! metapage remembers the unfinished image, whose blocks the next
+//! compaction frees.
+
+use super::pages::{self, Meta, Part, INVALID, PAGE_HEADER};
+use super::{append, corrupt, lock_tail, Fork};
+use crate::shmem;
+use anker_engine::change::frame;
+use anker_engine::snapshot::Method;
+use anker_engine::table::Table;
+use pgrx::pg_sys;
+use std::sync::atomic::Ordering;
+
+/// Logs smaller than this are never compacted.
+pub const MIN_LOG_BYTES: u64 = 1 << 20;
+/// Image bytes per WAL record batch.
+const BATCH: usize = 64 << 10;
+
+/// Does `table`'s log call for an image?
+pub fn due(table: &Table) -> bool {
+    table.log_bytes.load(Ordering::Relaxed) > table.image_bytes.load(Ordering::Relaxed).max(MIN_LOG_BYTES)
+}
+
+/// What a compaction did.
+pub struct Compacted {
+    pub rows: u64,
+    pub image_bytes: u64,
+    pub log_bytes_before: u64,
+    pub blocks_freed: u64,
+}
+
+/// Write an image of `table` (the storage of `rel`, a permanent or unlogged
+/// relation) and make it the head of its log. The caller holds a lock that
+/// keeps other compactions of `rel` out (VACUUM's).
+pub fn compact(rel: pg_sys::Relation, table: &Table) -> Option<Compacted> {
+    // SAFETY: rel is open; buffers are pinned and locked by us and released
+    // before returning (or by the transaction's abort).
+    unsafe {
+        let fork = Fork::current(rel)?;
+        let arena = shmem::arena();
+        free_unfinished_image(fork);
+
+        // 1. the moment
+        let tail = lock_tail(fork, table);
+        let seq = table.durable_seq.load(Ordering::Acquire);
+        let resume = (pg_sys::BufferGetBlockNumber(tail), pages::end_of(pages::page(tail)));
+        let log_bytes_before = table.log_bytes.load(Ordering::Relaxed);
+        let columns = table.columns(arena);
+        let cols: Vec<usize> = (0..columns.len()).collect();
+        let snap = table.create_snapshot(arena, &cols, Method::Cow, 0);
+        pg_sys::UnlockReleaseBuffer(tail);
+        let snap = match snap {
+            Ok(s) => s,
+            Err(e) => {
+                pgrx::warning!("anker: no image of relation file {}: {e}", fork.rnode.relNode);
+                return None;
+            }
+        };
+        struct Release<'a>(&'a Table, anker_engine::arena::Off);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.release_snapshot(shmem::arena(), self.1);
+            }
+        }
+        let release = Release(table, snap);
+
+        // 2. the image, in batches of records
+        let mut image_head = INVALID;
+        let mut image_tail = INVALID;
+        let mut batch = Vec::with_capacity(BATCH * 2);
+        let mut image_bytes = 0u64;
+        let mut flush = |batch: &mut Vec<u8>| {
+            let tail = (image_tail != INVALID).then(|| fork.read_locked(image_tail));
+            let last = append(fork, tail, batch, pages::XLOG_ANKER_IMAGE, None);
+            image_tail = pg_sys::BufferGetBlockNumber(last);
+            if image_head == INVALID {
+                // the first block, which the metapage remembers as pending
+                let (mbuf, meta) = fork.meta(pg_sys::BUFFER_LOCK_SHARE);
+                pg_sys::UnlockReleaseBuffer(mbuf);
+                image_head = meta.pending;
+            }
+            pg_sys::UnlockReleaseBuffer(last);
+            image_bytes += batch.len() as u64;
+            batch.clear();
+        };
+        {
+            let _epoch = shmem::enter_epoch();
+            table.image(arena, snap, &columns, |change| {
+                frame(seq, change, &mut batch);
+                if batch.len() >= BATCH {
+                    flush(&mut batch);
+                }
+            });
+        }
+        if !batch.is_empty() {
+            flush(&mut batch);
+        }
+        let rows = table.snapshot(arena, snap).nrows;
+        drop(release);
+
+        // 3. the switch
+        let tail = lock_tail(fork, table);
+        let (mbuf, meta) = fork.meta(pg_sys::BUFFER_LOCK_EXCLUSIVE);
+        // the old chain up to where the log goes on after the image
+        let mut freed_last = INVALID;
+        let mut blocks_freed = 0u64;
+        let mut b = meta.head;
+        while b != resume.0 {
+            if b == INVALID || blocks_freed > fork.nblocks() as u64 {
+                pg_sys::UnlockReleaseBuffer(mbuf);
+                pg_sys::UnlockReleaseBuffer(tail);
+                corrupt(&fork.rnode, &format!("block {} is not on its log's chain", resume.0));
+            }
+            freed_last = b;
+            blocks_freed += 1;
+            b = next_of(fork, b);
+        }
+        let last = fork.read_locked(image_tail);
+        let mut parts = vec![Part { buf: last, new: false, meta: false, op: pages::log_op(resume.0, resume.1, &[]) }];
+        let mut new_meta = Meta { head: image_head, free: meta.free, generation: meta.generation.wrapping_add(1), pending: INVALID };
+        if freed_last != INVALID {
+            let fl = fork.read_locked(freed_last);
+            parts.push(Part { buf: fl, new: false, meta: false, op: pages::log_op(meta.free, PAGE_HEADER, &[]) });
+            new_meta.free = meta.head;
+        }
+        parts.push(Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(new_meta) });
+        pages::log_and_apply(fork.permanent, &parts, pages::XLOG_ANKER_SWITCH);
+        for part in &parts {
+            pg_sys::UnlockReleaseBuffer(part.buf);
+        }
+        table.log_bytes.fetch_sub(log_bytes_before.min(table.log_bytes.load(Ordering::Relaxed)), Ordering::Relaxed);
+        table.image_bytes.store(image_bytes, Ordering::Relaxed);
+        pg_sys::UnlockReleaseBuffer(tail);
+        Some(Compacted { rows, image_bytes, log_bytes_before, blocks_freed })
+    }
+}
+
+/// The next block on the chain after `block`.
+unsafe fn next_of(fork: Fork, block: u32) -> u32 {
+    let buf = fork.read(block, pg_sys::ReadBufferMode::RBM_NORMAL);
+    pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
+    let next = pages::link_of(pages::page(buf)).0;
+    pg_sys::UnlockReleaseBuffer(buf);
+    next
+}
+
+/// Free the blocks of an image whose writer died before its switch.
+unsafe fn free_unfinished_image(fork: Fork) {
+    let (mbuf, meta) = fork.meta(pg_sys::BUFFER_LOCK_EXCLUSIVE);
+    if meta.pending == INVALID {
+        pg_sys::UnlockReleaseBuffer(mbuf);
+        return;
+    }
+    let mut last = meta.pending;
+    let mut n = 0;
+    loop {
+        let next = next_of(fork, last);
+        n += 1;
+        if next == INVALID || n > fork.nblocks() {
+            break;
+        }
+        last = next;
+    }
+    let lbuf = fork.read_locked(last);
+    let parts = [
+        Part { buf: lbuf, new: false, meta: false, op: pages::log_op(meta.free, PAGE_HEADER, &[]) },
+        Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(Meta { free: meta.pending, pending: INVALID, ..meta }) },
+    ];
+    pages::log_and_apply(fork.permanent, &parts, pages::XLOG_ANKER_SWITCH);
+    pg_sys::UnlockReleaseBuffer(lbuf);
+    pg_sys::UnlockReleaseBuffer(mbuf);
+}
+
+/// VACUUM's part: compact `rel`'s log if it is due, and say so.
+pub fn maybe_compact(rel: pg_sys::Relation, table: &Table) {
+    if !due(table) {
+        return;
+    }
+    let started = std::time::Instant::now();
+    if let Some(c) = compact(rel, table) {
+        // SAFETY: rel is open.
+        let name = unsafe { pgrx::name_data_to_str(&(*(*rel).rd_rel).relname) }.to_string();
+        pgrx::log!(
+            "anker: wrote an image of \"{name}\": {} rows, {} kB (the log had {} kB since the last image); {} blocks freed, in {:.0} ms",
+            c.rows,
+            c.image_bytes / 1024,
+            c.log_bytes_before / 1024,
+            c.blocks_freed,
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    }
+}
+
+/// Autovacuum visits a table for its dead tuples, and a table updated only
+/// in place has none: when its log has grown to twice what calls for an
+/// image, report as many dead tuples as make autovacuum come (it runs
+/// VACUUM, which compacts). `before` is the log's size before this write.
+/// The report shows in `pg_stat_user_tables.n_dead_tup` until then.
+pub fn nudge_autovacuum(rel: pg_sys::Relation, table: &Table, before: u64) {
+    let limit = 2 * table.image_bytes.load(Ordering::Relaxed).max(MIN_LOG_BYTES);
+    if before > limit || table.log_bytes.load(Ordering::Relaxed) <= limit {
+        return;
+    }
+    let setting = |name: &std::ffi::CStr, default: f64| -> f64 {
+        // SAFETY: a GUC lookup; the string is PostgreSQL's, read at once.
+        unsafe {
+            let v = pg_sys::GetConfigOption(name.as_ptr(), true, false);
+            if v.is_null() {
+                return default;
+            }
+            std::ffi::CStr::from_ptr(v).to_str().ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+        }
+    };
+    // SAFETY: rel is open.
+    let reltuples = unsafe { (*(*rel).rd_rel).reltuples }.max(0.0) as f64;
+    let dead = setting(c"autovacuum_vacuum_threshold", 50.0) + setting(c"autovacuum_vacuum_scale_factor", 0.2) * reltuples + 1.0;
+    // SAFETY: pending statistics of an open relation.
+    unsafe { pg_sys::pgstat_update_heap_dead_tuples(rel, dead.min(i32::MAX as f64) as i32) };
+}

@@ -1,0 +1,218 @@
+//! The relation file of an anker table: a metapage and chains of log pages,
+//! read and written through PostgreSQL's buffer manager, every change
+//! WAL-logged as one record of page operations (`apply` builds a page on
+//! the primary and redoes it, so both do exactly the same).
+//!
+//! * Block 0, the metapage: magic, format version, the first block of the
+//!   log chain (`head`), the first block of the chain of free blocks
+//!   (`free`), a generation that every compaction bumps, and the first
+//!   block of an image being written (`pending`: freed by the next
+//!   compaction if its writer died).
+//! * Log pages: 8 kB pages with PostgreSQL's header (page LSN interlock and
+//!   full-page images as for any relation); their data area (header to
+//!   `pd_lower`) holds a byte stream of chunks, and their special space the
+//!   link to the next page of the chain and where reading starts there.
+//!
+//! The log is read from `head`, following links. A compaction writes an
+//! image into blocks of its own chain and then, in one record, links the
+//! image's last page to the point of the old log where the image's moment
+//! ends, makes the image the head, and hands the old blocks before that
+//! point to the free chain, from which appends take blocks before the file
+//! grows. So the file stays about as large as the image plus the log since.
+
+use pgrx::pg_sys;
+
+pub const MAGIC: u32 = 0x414e_4b52; // "ANKR"
+pub const FORMAT_VERSION: u32 = 2;
+pub const INVALID: u32 = pg_sys::InvalidBlockNumber;
+
+/// Bytes of a page's header (`SizeOfPageHeaderData`).
+pub const PAGE_HEADER: usize = 24;
+pub const BLOCK: usize = pg_sys::BLCKSZ as usize;
+/// A log page's special space: next block (u32), where reading starts in
+/// it (u16), padding.
+const SPECIAL: usize = 8;
+const LOG_END: usize = BLOCK - SPECIAL;
+/// Log bytes per page.
+pub const PAGE_DATA: usize = LOG_END - PAGE_HEADER;
+/// Bytes of a log page operation before the appended bytes.
+pub const LINK_LEN: usize = 6;
+const META_LEN: usize = 24;
+
+/// Record kinds (`xl_info`): log appends (also applied to a table in
+/// memory), image pages, and the switch to an image.
+pub const XLOG_ANKER_APPEND: u8 = 0x10;
+pub const XLOG_ANKER_IMAGE: u8 = 0x20;
+pub const XLOG_ANKER_SWITCH: u8 = 0x30;
+
+/// Main data of a record: which block references are new pages (redo
+/// initialises them) and which is the metapage.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct RecordHeader {
+    pub new_pages: u64,
+    pub meta_pages: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Meta {
+    pub head: u32,
+    pub free: u32,
+    pub generation: u32,
+    pub pending: u32,
+}
+
+/// The page of a pinned buffer.
+pub unsafe fn page(buf: pg_sys::Buffer) -> *mut u8 {
+    if buf < 0 {
+        *pg_sys::LocalBufferBlockPointers.offset((-buf - 1) as isize) as *mut u8
+    } else {
+        (pg_sys::BufferBlocks as *mut u8).add((buf as usize - 1) * BLOCK)
+    }
+}
+
+unsafe fn header(p: *mut u8) -> &'static mut pg_sys::PageHeaderData {
+    &mut *(p as *mut pg_sys::PageHeaderData)
+}
+
+pub unsafe fn set_lsn(p: *mut u8, lsn: pg_sys::XLogRecPtr) {
+    header(p).pd_lsn = pg_sys::PageXLogRecPtr { xlogid: (lsn >> 32) as u32, xrecoff: lsn as u32 };
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// The metapage's fields, or why the page is not an anker metapage.
+pub unsafe fn meta_of(p: *const u8) -> Result<Meta, String> {
+    let lower = (*(p as *const pg_sys::PageHeaderData)).pd_lower as usize;
+    if lower < PAGE_HEADER + META_LEN || lower > BLOCK {
+        return Err("its first block is not an anker metapage".into());
+    }
+    let b = std::slice::from_raw_parts(p.add(PAGE_HEADER), META_LEN);
+    if u32_at(b, 0) != MAGIC {
+        return Err("its first block is not an anker metapage".into());
+    }
+    let version = u32_at(b, 4);
+    if version != FORMAT_VERSION {
+        return Err(format!("its format version is {version}, this anker reads {FORMAT_VERSION}"));
+    }
+    Ok(Meta { head: u32_at(b, 8), free: u32_at(b, 12), generation: u32_at(b, 16), pending: u32_at(b, 20) })
+}
+
+/// A log page's link: next block and where reading starts there.
+pub unsafe fn link_of(p: *const u8) -> (u32, usize) {
+    let s = std::slice::from_raw_parts(p.add(LOG_END), SPECIAL);
+    (u32_at(s, 0), u16::from_le_bytes([s[4], s[5]]) as usize)
+}
+
+/// Log bytes of page `p` from `start` on.
+pub unsafe fn log_bytes(p: *const u8, start: usize) -> &'static [u8] {
+    let lower = (*(p as *const pg_sys::PageHeaderData)).pd_lower as usize;
+    if (PAGE_HEADER..=LOG_END).contains(&lower) && start < lower {
+        std::slice::from_raw_parts(p.add(start), lower - start)
+    } else {
+        &[] // a never-initialised (zero) page, or nothing after `start`
+    }
+}
+
+/// Free bytes in a log page.
+pub unsafe fn room(p: *mut u8) -> usize {
+    LOG_END.saturating_sub(header(p).pd_lower as usize)
+}
+
+/// Where the next chunk will start in log page `p`.
+pub unsafe fn end_of(p: *mut u8) -> usize {
+    header(p).pd_lower as usize
+}
+
+/// The operation on one page of a record, as block data.
+pub fn meta_op(m: Meta) -> Vec<u8> {
+    let mut v = Vec::with_capacity(16);
+    v.extend_from_slice(&m.head.to_le_bytes());
+    v.extend_from_slice(&m.free.to_le_bytes());
+    v.extend_from_slice(&m.generation.to_le_bytes());
+    v.extend_from_slice(&m.pending.to_le_bytes());
+    v
+}
+
+pub fn log_op(next: u32, start: usize, bytes: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(LINK_LEN + bytes.len());
+    v.extend_from_slice(&next.to_le_bytes());
+    v.extend_from_slice(&(start as u16).to_le_bytes());
+    v.extend_from_slice(bytes);
+    v
+}
+
+/// Apply a page operation (block data `op`) to page `p`: initialise it if
+/// `new`, then set the metapage's fields, or a log page's link and append
+/// bytes. The primary and redo both build pages with this.
+pub unsafe fn apply(p: *mut u8, new: bool, is_meta: bool, op: &[u8]) {
+    if is_meta {
+        if new {
+            pg_sys::PageInit(p as pg_sys::Page, BLOCK, 0);
+            let d = p.add(PAGE_HEADER);
+            std::ptr::copy_nonoverlapping(MAGIC.to_le_bytes().as_ptr(), d, 4);
+            std::ptr::copy_nonoverlapping(FORMAT_VERSION.to_le_bytes().as_ptr(), d.add(4), 4);
+            header(p).pd_lower = (PAGE_HEADER + META_LEN) as u16;
+        }
+        std::ptr::copy_nonoverlapping(op.as_ptr(), p.add(PAGE_HEADER + 8), 16);
+        return;
+    }
+    if new {
+        pg_sys::PageInit(p as pg_sys::Page, BLOCK, SPECIAL);
+    }
+    std::ptr::copy_nonoverlapping(op.as_ptr(), p.add(LOG_END), LINK_LEN);
+    let bytes = &op[LINK_LEN..];
+    let h = header(p);
+    let at = h.pd_lower as usize;
+    assert!(at + bytes.len() <= LOG_END, "anker: a log page overflows");
+    std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.add(at), bytes.len());
+    h.pd_lower = (at + bytes.len()) as u16;
+}
+
+/// One page of a record being built: its buffer (pinned, exclusively
+/// locked), whether it is new, whether it is the metapage, and its
+/// operation.
+pub struct Part {
+    pub buf: pg_sys::Buffer,
+    pub new: bool,
+    pub meta: bool,
+    pub op: Vec<u8>,
+}
+
+/// Apply `parts` and, for a permanent relation, log them as one record of
+/// kind `info`, in one critical section (`START_CRIT_SECTION`: an error in
+/// it is a PANIC, as for heap).
+pub unsafe fn log_and_apply(permanent: bool, parts: &[Part], info: u8) {
+    if permanent && parts.len() > pg_sys::XLR_NORMAL_MAX_BLOCK_ID as usize {
+        // (allocates: before the critical section)
+        pg_sys::XLogEnsureRecordSpace(parts.len() as i32 - 1, parts.len() as i32 + 1);
+    }
+    pg_sys::CritSectionCount += 1;
+    for part in parts {
+        apply(page(part.buf), part.new, part.meta, &part.op);
+        pg_sys::MarkBufferDirty(part.buf);
+    }
+    if permanent {
+        pg_sys::XLogBeginInsert();
+        let mut main = RecordHeader { new_pages: 0, meta_pages: 0 };
+        for (k, part) in parts.iter().enumerate() {
+            main.new_pages |= (part.new as u64) << k;
+            main.meta_pages |= (part.meta as u64) << k;
+        }
+        pg_sys::XLogRegisterData(&main as *const _ as *mut std::ffi::c_char, std::mem::size_of::<RecordHeader>() as i32);
+        for (k, part) in parts.iter().enumerate() {
+            // With a full-page image the record keeps the bytes: redo of
+            // a standby applies them to a table in memory too.
+            let flags = if part.new { pg_sys::REGBUF_WILL_INIT } else { pg_sys::REGBUF_STANDARD | pg_sys::REGBUF_KEEP_DATA };
+            pg_sys::XLogRegisterBuffer(k as u8, part.buf, flags as u8);
+            pg_sys::XLogRegisterBufData(k as u8, part.op.as_ptr() as *mut std::ffi::c_char, part.op.len() as i32);
+        }
+        let lsn = pg_sys::XLogInsert(super::RMGR_ID, info);
+        for part in parts {
+            set_lsn(page(part.buf), lsn);
+        }
+    }
+    pg_sys::CritSectionCount -= 1;
+}
