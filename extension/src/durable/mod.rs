@@ -375,15 +375,15 @@ fn entry_bytes(stream: &[u8]) -> Vec<u8> {
                 out.extend_from_slice(body);
             }
             FIRST => pending = Some(body.to_vec()),
-            MIDDLE | LAST => match pending.as_mut() {
-                Some(p) => {
+            MIDDLE | LAST => {
+                // (a piece whose start was lost is skipped)
+                if let Some(p) = pending.as_mut() {
                     p.extend_from_slice(body);
                     if kind == LAST {
                         out.extend_from_slice(&pending.take().expect("pending"));
                     }
                 }
-                None => {} // the start was lost: skip
-            },
+            }
             _ => break,
         }
         at += CHUNK_HEADER + len;

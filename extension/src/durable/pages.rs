@@ -86,7 +86,7 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 /// The metapage's fields, or why the page is not an anker metapage.
 pub unsafe fn meta_of(p: *const u8) -> Result<Meta, String> {
     let lower = (*(p as *const pg_sys::PageHeaderData)).pd_lower as usize;
-    if lower < PAGE_HEADER + META_LEN || lower > BLOCK {
+    if !(PAGE_HEADER + META_LEN..=BLOCK).contains(&lower) {
         return Err("its first block is not an anker metapage".into());
     }
     let b = std::slice::from_raw_parts(p.add(PAGE_HEADER), META_LEN);
