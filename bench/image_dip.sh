@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# What writing an image costs the writers: TPC-C OLTP (2 clients) on anker
+# with pgbench's per-second progress, and in the middle of the run an image
+# of the two largest tables (stock, customer: anker.compact) followed by a
+# CHECKPOINT; heap in the same cluster gets the CHECKPOINT at the same
+# moment. Reports the image's size, time and MB/s, and tps in the seconds
+# before, during and after, per engine.
+#
+#   bench/image_dip.sh [--warehouses W] [--duration SEC] [--at SEC]
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH=$ROOT/bench
+W=4; DURATION=40; AT=15
+while [ $# -gt 0 ]; do
+    case $1 in
+        --warehouses) W=$2; shift 2 ;;
+        --duration) DURATION=$2; shift 2 ;;
+        --at) AT=$2; shift 2 ;;
+        *) sed -n '2,9p' "$0" >&2; exit 2 ;;
+    esac
+done
+. "$BENCH/lib/cluster.sh"
+export PGOPTIONS="-c client_min_messages=warning"
+trap cluster_cleanup EXIT
+cluster_start "shared_preload_libraries = 'anker'" "shared_buffers = '2GB'" "synchronous_commit = off" \
+    "max_wal_size = '16GB'" "checkpoint_timeout = '30min'" "autovacuum = off" "jit = off" >/dev/null
+WORK=$(cluster_workdir)
+for am in heap anker; do
+    cluster_psql -q -c "CREATE DATABASE tpcc_$am"
+    [ "$am" = anker ] && cluster_psql -q -d tpcc_anker -c "CREATE EXTENSION anker"
+    cluster_psql -q -d "tpcc_$am" -v am="$am" -f "$BENCH/tpcc/schema.sql" >/dev/null
+    cluster_psql -q -d "tpcc_$am" -v warehouses="$W" -f "$BENCH/tpcc/load.sql" >/dev/null
+    cluster_psql -q -d "tpcc_$am" -f "$BENCH/tpcc/indexes.sql" >/dev/null
+    cluster_psql -q -d "tpcc_$am" -f "$BENCH/tpcc/functions.sql" >/dev/null
+    cluster_psql -q -d "tpcc_$am" -c "VACUUM (ANALYZE)" >/dev/null
+done
+cluster_psql -q -c CHECKPOINT
+args=()
+for s in neworder@45 payment@43 orderstatus@4 delivery@4 stocklevel@4; do args+=(-f "$BENCH/tpcc/${s%@*}.pgbench@${s#*@}"); done
+ms() { date +%s%3N; }
+for am in heap anker; do
+    (cd "$WORK" && cluster_pgbench -n -M prepared -c 2 -j 2 -T "$DURATION" -P 1 \
+        -D warehouses="$W" -D uniform=0 "${args[@]}" "tpcc_$am" 2>"$WORK/progress.$am" >/dev/null) &
+    bench=$!
+    sleep "$AT"
+    t0=$(ms)
+    if [ "$am" = anker ]; then
+        for tbl in stock customer; do
+            s0=$(ms)
+            read -r rows bytes < <(cluster_psql -At -F ' ' -d tpcc_anker -c "SELECT rows, image_bytes FROM anker.compact('$tbl')")
+            s1=$(ms)
+            printf 'anker: image of %s: %d rows, %.1f MB in %d ms (%.0f MB/s)\n' "$tbl" "$rows" \
+                "$(echo "$bytes / 1048576" | bc -l)" $((s1 - s0)) "$(echo "$bytes / 1048576 / (($s1 - $s0 + 1) / 1000)" | bc -l)"
+        done
+    fi
+    t1=$(ms)
+    cluster_psql -q -d "tpcc_$am" -c CHECKPOINT
+    t2=$(ms)
+    wait "$bench"
+    # progress lines: "progress: 16.0 s, 1234.5 tps, ..."
+    awk -v at="$AT" -v img=$(( (t1 - t0 + 500) / 1000 )) -v ck=$(( (t2 - t1 + 500) / 1000 )) -v am="$am" '
+        /^progress:/ { t = $2 + 0; tps = $4 + 0
+            if (t <= at) { b += tps; nb++ }
+            else if (t <= at + img) { i += tps; ni++ }
+            else if (t <= at + img + ck) { c += tps; nc++ }
+            else { a += tps; na++ } }
+        END { printf "%s: tps before %.0f, during the image %s, during the checkpoint %s, after %.0f\n", am,
+                b / (nb ? nb : 1), (ni ? sprintf("%.0f", i / ni) : "-"), (nc ? sprintf("%.0f", c / nc) : "-"), a / (na ? na : 1) }' \
+        "$WORK/progress.$am"
+    echo "$am: image $((t1 - t0)) ms, checkpoint $((t2 - t1)) ms"
+done
