@@ -54,7 +54,7 @@ cat > "$WORK/twins.sql" <<'SQL'
 \set id random(1, 20000)
 \set id2 random(1, 40000)
 \set d random(1, 10)
-BEGIN;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
 UPDATE t_anker SET v = v + :d, note = note || '.' WHERE id = :id;
 UPDATE t_heap SET v = v + :d, note = note || '.' WHERE id = :id;
 UPDATE t_anker SET grp = grp + 1 WHERE id = :id2;
@@ -68,7 +68,7 @@ DELETE FROM t_heap WHERE id = :id2 AND :d = 1;
 COMMIT;
 SQL
 chown postgres "$WORK/twins.sql"
-workload() { cluster_pgbench -n -f "$WORK/twins.sql" -c 2 -T "$1" postgres >/dev/null 2>&1 || fail "pgbench failed"; }
+workload() { cluster_pgbench -n -f "$WORK/twins.sql" --max-tries=1000 -c 2 -T "$1" postgres >/dev/null 2>&1 || fail "pgbench failed"; }
 
 # What a cluster answers: the same figures must come from heap and anker,
 # primary and standby. Plans vary: index scan, AnkerScan on a snapshot,

@@ -62,6 +62,9 @@ impl Table {
             }
             let change = RowChange {
                 xmax: (h.xmax != 0 || h.cmax != 0).then_some((h.xmax, h.cmax)),
+                // A speculative insertion killed after a conflict is dead by
+                // this hint alone (its creator committed): part of the state.
+                set_flags: h.flags & flag::XMIN_ABORTED,
                 next: (h.flags & flag::HAS_LINKS != 0).then_some(h.next),
                 ..Default::default()
             };

@@ -333,3 +333,33 @@ fn copied_chains_replay() {
     }
     assert_eq!(dump(&a, t), dump(&a, r));
 }
+
+/// A speculative insertion killed after a conflict is dead by its
+/// XMIN_ABORTED hint alone (its creator commits): an image keeps it dead.
+#[test]
+fn images_keep_killed_speculative_rows_dead() {
+    let a = setup();
+    let dir = Directory::get(&a).unwrap();
+    let specs = vec![ColumnSpec::fixed(8)];
+    let t = dir.get_or_create(&a, &[4, 4, 4, 0], &|| specs.clone()).unwrap();
+    let x = 7u64.to_ne_bytes();
+    let values = [Value::Fixed(&x)];
+    let mut blobs = vec![];
+    t.prepare_blobs(&a, &values, &mut blobs).unwrap();
+    let mut ids = vec![];
+    t.insert_rows(&a, &[&values], &blobs, 100, 0, flag::SPECULATIVE, 9, &mut ids).unwrap();
+    let h = t.header(&a, ids[0]).unwrap();
+    let kill = RowChange { clear_flags: flag::SPECULATIVE | flag::XMIN_COMMITTED, set_flags: flag::XMIN_ABORTED, locker: Some(0), ..Default::default() };
+    assert!(t.modify_row(&a, ids[0], &h, &kill).unwrap());
+    let snap = t.create_snapshot(&a, &[0], Method::Cow, 0).unwrap();
+    let mut changes = vec![];
+    t.image(&a, snap, &t.columns(&a), |c| frame(1, c, &mut changes));
+    t.release_snapshot(&a, snap);
+    let im = dir.get_or_create(&a, &[5, 5, 5, 0], &|| specs.clone()).unwrap();
+    for (_, c) in Entries::new(&changes).skip(1) {
+        im.replay(&a, &c).unwrap();
+    }
+    let h = im.header(&a, ids[0]).unwrap();
+    assert_ne!(h.flags & flag::XMIN_ABORTED, 0, "the killed row came back to life");
+    assert_eq!(h.flags & flag::SPECULATIVE, 0);
+}

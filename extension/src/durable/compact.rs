@@ -232,6 +232,7 @@ pub fn nudge_autovacuum(rel: pg_sys::Relation, table: &Table, before: u64) {
     // SAFETY: rel is open.
     let reltuples = unsafe { (*(*rel).rd_rel).reltuples }.max(0.0) as f64;
     let dead = setting(c"autovacuum_vacuum_threshold", 50.0) + setting(c"autovacuum_vacuum_scale_factor", 0.2) * reltuples + 1.0;
-    // SAFETY: pending statistics of an open relation.
-    unsafe { pg_sys::pgstat_update_heap_dead_tuples(rel, dead.min(i32::MAX as f64) as i32) };
+    // SAFETY: pending statistics of an open relation. (The function
+    // reports dead tuples recovered: a negative count adds them.)
+    unsafe { pg_sys::pgstat_update_heap_dead_tuples(rel, -(dead.min(i32::MAX as f64) as i32)) };
 }
