@@ -225,4 +225,19 @@ done
     || fail "pg_restore lost the access method"
 cluster_psql -d restored -Atc "SELECT bt_index_check('t_anker_pkey', true)" >/dev/null || fail "restored index disagrees"
 echo "ok: pg_dump / pg_restore round trip"
+# 8. a damaged relation file is refused, not loaded in part
+cluster_psql >/dev/null <<'SQL'
+CREATE TABLE dmg (a int, b text) USING anker;
+INSERT INTO dmg SELECT g, repeat('d', 40) FROM generate_series(1, 2000) g;
+SQL
+file="$CLUSTER_DATA/$(q "SELECT pg_relation_filepath('dmg')")"
+pg_ctl_ stop -m fast
+# a byte in the middle of the log's second page (inside an entry)
+printf '\xff' | dd of="$file" bs=1 seek=$((2 * 8192 + 4000)) conv=notrunc status=none
+pg_ctl_ start
+wait_ready
+err=$(cluster_psql -Atc "SELECT count(*) FROM dmg" 2>&1 || true)
+echo "$err" | grep -q "cannot load relation file .*: its log is damaged after change" || fail "a damaged log was not refused: $err"
+[ "$(q "SELECT count(*) FROM t_anker")" -gt 0 ] || fail "other tables suffered"
+echo "ok: a damaged log is refused with a clear error ($(echo "$err" | head -1 | cut -c1-110)...)"
 echo "durability: all checks passed"

@@ -535,16 +535,15 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     }
     let end = table.durable_seq.load(Ordering::Acquire);
     if let Some(why) = gap.map(|g| format!("change {g} follows")).or(entries.stopped.as_ref().map(|e| e.to_string())) {
-        // A consistent fork ends with whole entries. A cut-off chunk at the
-        // end is a standby's load racing redo (redo applies the rest);
-        // anything else means the file was damaged behind PostgreSQL's back.
+        // A consistent fork holds whole, consecutive entries: on a standby
+        // a load racing redo may end early (redo applies the rest); on a
+        // primary the file was damaged behind PostgreSQL's back, and the
+        // table is not loaded (its waiters get an error too).
         // SAFETY: a flag read.
-        let level = if unsafe { pg_sys::RecoveryInProgress() } { PgLogLevel::LOG } else { PgLogLevel::WARNING };
-        pgrx::ereport!(
-            level,
-            PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-            format!("anker: the log of relation file {}/{}/{} ends after change {end}: {why}", rnode.spcNode, rnode.dbNode, rnode.relNode)
-        );
+        if !unsafe { pg_sys::RecoveryInProgress() } {
+            corrupt(&rnode, &format!("its log is damaged after change {end}: {why}"));
+        }
+        pgrx::log!("anker: the log of relation file {}/{}/{} ends after change {end} for now: {why}", rnode.spcNode, rnode.dbNode, rnode.relNode);
     }
     table.image_bytes.store(image_end as u64, Ordering::Relaxed);
     table.log_bytes.store((bytes.len() - image_end) as u64, Ordering::Relaxed);
