@@ -20,19 +20,14 @@ while [ $# -gt 0 ]; do
     esac
 done
 . "$BENCH/lib/cluster.sh"
+. "$BENCH/lib/tpcc.sh"
 export PGOPTIONS="-c client_min_messages=warning"
 trap cluster_cleanup EXIT
 cluster_start "shared_preload_libraries = 'anker'" "shared_buffers = '2GB'" "synchronous_commit = off" \
     "max_wal_size = '16GB'" "checkpoint_timeout = '30min'" "autovacuum = off" "jit = off" >/dev/null
 WORK=$(cluster_workdir)
 for am in heap anker; do
-    cluster_psql -q -c "CREATE DATABASE tpcc_$am"
-    [ "$am" = anker ] && cluster_psql -q -d tpcc_anker -c "CREATE EXTENSION anker"
-    cluster_psql -q -d "tpcc_$am" -v am="$am" -f "$BENCH/tpcc/schema.sql" >/dev/null
-    cluster_psql -q -d "tpcc_$am" -v warehouses="$W" -f "$BENCH/tpcc/load.sql" >/dev/null
-    cluster_psql -q -d "tpcc_$am" -f "$BENCH/tpcc/indexes.sql" >/dev/null
-    cluster_psql -q -d "tpcc_$am" -f "$BENCH/tpcc/functions.sql" >/dev/null
-    cluster_psql -q -d "tpcc_$am" -c "VACUUM (ANALYZE)" >/dev/null
+    tpcc_create_db "tpcc_$am" "$am" "$W"
 done
 cluster_psql -q -c CHECKPOINT
 args=()

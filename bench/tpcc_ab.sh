@@ -38,6 +38,7 @@ case "$MIX" in
     *) echo "--mix standard|paper" >&2; exit 2 ;;
 esac
 . "$BENCH/lib/cluster.sh"
+. "$BENCH/lib/tpcc.sh"
 if [ "$PERF" -gt 0 ]; then
     command -v perf >/dev/null || { echo "--perf needs perf (Debian: linux-perf)" >&2; exit 2; }
     [ -n "$OUT" ] || OUT=$(mktemp -d /tmp/tpcc_ab.XXXXXX)
@@ -51,13 +52,7 @@ cluster_start "shared_preload_libraries = 'anker'" "anker.snapshot_method = '$ME
     "log_autovacuum_min_duration = 0" "${CONF[@]}"
 WORK=$(cluster_workdir)
 for am in heap anker; do
-    cluster_psql -q -c "CREATE DATABASE tpcc_$am"
-    [ "$am" = anker ] && cluster_psql -q -d tpcc_anker -c "CREATE EXTENSION anker"
-    cluster_psql -q -d "tpcc_$am" -v am="$am" -f "$BENCH/tpcc/schema.sql" >/dev/null
-    cluster_psql -q -d "tpcc_$am" -v warehouses="$W" -f "$BENCH/tpcc/load.sql" >/dev/null
-    cluster_psql -q -d "tpcc_$am" -f "$BENCH/tpcc/indexes.sql" >/dev/null
-    cluster_psql -q -d "tpcc_$am" -f "$BENCH/tpcc/functions.sql" >/dev/null
-    cluster_psql -q -d "tpcc_$am" -c "VACUUM (ANALYZE)" >/dev/null
+    tpcc_create_db "tpcc_$am" "$am" "$W"
     echo "tpcc_$am: W=$W loaded USING $am"
 done
 cluster_psql -q -c CHECKPOINT
