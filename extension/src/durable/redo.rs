@@ -1,6 +1,8 @@
-//! anker's WAL resource manager: redo of log appends (the pages of a
-//! table's change log, and the changes themselves in the shared arena),
-//! descriptions for `pg_waldump` and `pg_walinspect`.
+//! anker's WAL resource manager: redo of its three record kinds (APPEND:
+//! log bytes added to a table's change log; IMAGE: pages of an image being
+//! written; SWITCH: an image made the log's head, blocks freed), and
+//! descriptions for `pg_waldump` and `pg_walinspect`. Every record is a list
+//! of page operations that `pages::apply` executes.
 //!
 //! Redo runs in the startup process, which inherits the arena, without
 //! catalog access: a record names its relation file through its block
