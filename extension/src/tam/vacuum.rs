@@ -309,7 +309,9 @@ pub unsafe fn copy_rows(
         let new = crate::durable::write(dst_rel, dst, |log| {
             let new = src.copy_row_to(arena, row, &h, dst).or_raise();
             if log.is_enabled() {
-                log_copied_row(log, dst, new);
+                // SAFETY (for the values read): the new table is ours alone
+                // until the rewrite commits.
+                dst.describe_row(arena, new, |change| log.push(change));
             }
             new
         });
@@ -328,30 +330,6 @@ pub unsafe fn copy_rows(
         super::modify::modify_logged(dst_rel, dst, new, &h, &change);
     }
     (live, recent, removed)
-}
-
-/// Describe a row a rewrite copied (all of it: stamps, values, older
-/// versions, deleter).
-fn log_copied_row(log: &mut crate::durable::Log, table: &Table, row: u64) {
-    use anker_engine::change::{Change, Val};
-    let arena = shmem::arena();
-    let h = table.header(arena, row).expect("row just copied");
-    let values = (0..table.ncols())
-        // SAFETY: the new table is ours alone until the rewrite commits.
-        .map(|c| unsafe { Val::from_stored(table.value(arena, c, row), table.column(arena, c).spec()) })
-        .collect();
-    log.push(&Change::Insert { row, xmin: h.xmin, cmin: h.cmin, flags: h.flags & flag::SPECULATIVE, locker: 0, values });
-    if h.chain != 0 {
-        log.push(&Change::Chain { row, records: table.chain_records(arena, row) });
-    }
-    if h.xmax != 0 {
-        let change = RowChange {
-            xmax: Some((h.xmax, h.cmax)),
-            set_flags: h.flags & (flag::UPDATED | flag::MOVED | flag::KEYS_KEPT | flag::XMAX_COMMITTED | flag::XMAX_ABORTED),
-            ..Default::default()
-        };
-        log.push(&Change::Modify { row, change });
-    }
 }
 
 #[pg_guard]
