@@ -153,8 +153,8 @@ cluster_run "$PG_BINDIR/pg_basebackup" -D "$BK" -X none -c fast
 workload 5
 xid=$(cluster_psql -At <<'SQL' | tail -1
 BEGIN;
-UPDATE t_anker SET note = 'the target' WHERE id = 1;
-UPDATE t_heap SET note = 'the target' WHERE id = 1;
+INSERT INTO t_anker VALUES (-1, 0, 0, 'the target');
+INSERT INTO t_heap VALUES (-1, 0, 0, 'the target');
 SELECT txid_current();
 COMMIT;
 SQL
@@ -186,6 +186,6 @@ for _ in $(seq 1 60); do
 done
 restored=$(same_answers "after point-in-time recovery" "$PITR_PORT")
 [ "$restored" = "$at_target" ] || fail "point-in-time recovery did not restore the tables as of xid $xid"
-[ "$(qp "$PITR_PORT" "SELECT note FROM t_anker WHERE id = 1")" = "the target" ] || fail "PITR: the target transaction is missing"
+[ "$(qp "$PITR_PORT" "SELECT note FROM t_anker WHERE id = -1")" = "the target" ] || fail "PITR: the target transaction is missing"
 echo "ok: point-in-time recovery to xid $xid restores anker tables as of that transaction"
 echo "standby: all checks passed"
