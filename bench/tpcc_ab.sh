@@ -55,7 +55,7 @@ for am in heap anker; do
     tpcc_create_db "tpcc_$am" "$am" "$W"
     echo "tpcc_$am: W=$W loaded USING $am"
 done
-cluster_psql -q -c CHECKPOINT
+cluster_psql -q -c CHECKPOINT -c "CREATE EXTENSION pg_walinspect"
 
 args=()
 for s in "${SCRIPTS[@]}"; do args+=(-f "$BENCH/tpcc/${s%@*}.pgbench@${s#*@}"); done
@@ -71,7 +71,7 @@ oltp() { # $1 = database, $2 = seconds; prints "tps transactions wal_bytes"
 }
 for am in heap anker; do oltp "tpcc_$am" 10 >/dev/null; done   # warm-up
 
-declare -A sum xsum wsum
+declare -A sum xsum wsum breakdown
 for r in $(seq 1 "$ROUNDS"); do
     order="heap anker"; [ $((r % 2)) = 0 ] && order="anker heap"
     for am in $order; do
@@ -81,6 +81,13 @@ for r in $(seq 1 "$ROUNDS"); do
             perf_pid=$!
         fi
         read -r tps xacts wal < <(oltp "tpcc_$am" "$DURATION")
+        if [ "$r" = "$ROUNDS" ]; then
+            # where this round's WAL went (pg_walinspect reads flushed WAL only:
+            # the switch flushes; read now, before a checkpoint recycles it)
+            end=$(cluster_psql -At -c "SELECT pg_current_wal_insert_lsn()")
+            cluster_psql -At -c "SELECT pg_switch_wal()" >/dev/null
+            breakdown[$am]=$(cluster_psql -At -F ' ' -c "SELECT \"resource_manager/record_type\", round(combined_size::numeric / $xacts), round(count::numeric / $xacts, 2), round(fpi_size::numeric / $xacts) FROM pg_get_wal_stats('$end'::pg_lsn - $wal::numeric, '$end', true) WHERE combined_size > 0 ORDER BY combined_size DESC LIMIT 12" | sed 's/^/  /')
+        fi
         [ -n "$perf_pid" ] && wait "$perf_pid"
         echo "round $r $am: $tps tps, $((wal / (xacts > 0 ? xacts : 1))) WAL bytes per transaction"
         sum[$am]=$(echo "${sum[$am]:-0} + $tps" | bc -l)
@@ -93,6 +100,10 @@ printf 'heap %.0f tps, anker-%s %.0f tps, anker/heap = %.3f\n' \
 printf 'WAL bytes per transaction: heap %.0f, anker %.0f, anker/heap = %.3f\n' \
     "$(echo "${wsum[heap]} / ${xsum[heap]}" | bc -l)" "$(echo "${wsum[anker]} / ${xsum[anker]}" | bc -l)" \
     "$(echo "(${wsum[anker]} / ${xsum[anker]}) / (${wsum[heap]} / ${xsum[heap]})" | bc -l)"
+for am in heap anker; do
+    echo "WAL of the last $am round by record type (bytes, records and full-page image bytes per transaction):"
+    echo "${breakdown[$am]}"
+done
 for am in heap anker; do
     echo "tpcc_$am autovacuum runs: $(cluster_psql -At -d "tpcc_$am" -c "SELECT coalesce(string_agg(relname || ' ' || autovacuum_count, ', ' ORDER BY relname), 'none') FROM pg_stat_user_tables WHERE autovacuum_count > 0")"
 done

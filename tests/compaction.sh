@@ -88,7 +88,7 @@ echo "ok: every row under its ctid after recovery from image plus log"
 # 3. VACUUM compacts once the log outgrows the image
 cluster_psql >/dev/null <<'SQL'
 CREATE TABLE grow (id int PRIMARY KEY, v int) USING anker WITH (autovacuum_enabled = false);
-INSERT INTO grow SELECT g, 0 FROM generate_series(1, 2000) g;
+INSERT INTO grow SELECT g, 0 FROM generate_series(1, 10000) g;
 SQL
 for _ in 1 2 3 4 5 6 7 8 9 10; do q "UPDATE grow SET v = v + 1" >/dev/null; done
 q "VACUUM grow" >/dev/null
@@ -102,7 +102,7 @@ echo "ok: VACUUM wrote an image when due; the table is whole after a restart"
 cluster_psql >/dev/null <<'SQL'
 CREATE TABLE inplace (id int PRIMARY KEY, v int, pad text) USING anker
     WITH (autovacuum_vacuum_insert_threshold = -1);  -- inserts alone must not draw autovacuum
-INSERT INTO inplace SELECT g, 0, repeat('p', 20) FROM generate_series(1, 5000) g;
+INSERT INTO inplace SELECT g, 0, repeat('p', 20) FROM generate_series(1, 20000) g;
 ANALYZE inplace;
 SQL
 for _ in $(seq 1 12); do q "UPDATE inplace SET v = v + 1" >/dev/null; done
@@ -111,6 +111,6 @@ for _ in $(seq 1 60); do
     sleep 1
 done
 cluster_log_tail 200 | grep -q 'anker: wrote an image of "inplace"' || fail "autovacuum did not compact a table updated in place"
-[ "$(q "SELECT sum(v) FROM inplace")" = 60000 ] || fail "inplace changed"
+[ "$(q "SELECT sum(v) FROM inplace")" = 240000 ] || fail "inplace changed"
 echo "ok: autovacuum compacted a table updated only in place"
 echo "compaction: all checks passed"

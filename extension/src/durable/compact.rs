@@ -134,11 +134,11 @@ pub fn compact(rel: pg_sys::Relation, table: &Table) -> Option<Compacted> {
             b = next_of(fork, b);
         }
         let last = fork.read_locked(image_tail);
-        let mut parts = vec![Part { buf: last, new: false, meta: false, op: pages::log_op(resume.0, resume.1, &[]) }];
+        let mut parts = vec![Part { buf: last, new: false, meta: false, op: pages::log_op(Some(resume), &[]) }];
         let mut new_meta = Meta { head: image_head, free: meta.free, generation: meta.generation.wrapping_add(1), pending: INVALID };
         if freed_last != INVALID {
             let fl = fork.read_locked(freed_last);
-            parts.push(Part { buf: fl, new: false, meta: false, op: pages::log_op(meta.free, PAGE_HEADER, &[]) });
+            parts.push(Part { buf: fl, new: false, meta: false, op: pages::log_op(Some((meta.free, PAGE_HEADER)), &[]) });
             new_meta.free = meta.head;
         }
         parts.push(Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(new_meta) });
@@ -181,7 +181,7 @@ unsafe fn free_unfinished_image(fork: Fork) {
     }
     let lbuf = fork.read_locked(last);
     let parts = [
-        Part { buf: lbuf, new: false, meta: false, op: pages::log_op(meta.free, PAGE_HEADER, &[]) },
+        Part { buf: lbuf, new: false, meta: false, op: pages::log_op(Some((meta.free, PAGE_HEADER)), &[]) },
         Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(Meta { free: meta.pending, pending: INVALID, ..meta }) },
     ];
     pages::log_and_apply(fork.permanent, &parts, pages::XLOG_ANKER_SWITCH);

@@ -5,7 +5,8 @@
 //! file's layout: `pages.rs`. Design, invariants and what was rejected:
 //! `docs/durability.md`.
 //!
-//! The log is a byte stream of *chunks* `[length u32][kind u8][bytes]`. A
+//! The log is a byte stream of *chunks*: a varint of length and kind, then
+//! the bytes. A
 //! chunk of kind [`WHOLE`] holds complete framed entries
 //! (`anker_engine::change::frame`); an entry too large for one WAL record
 //! is cut into [`FIRST`], [`MIDDLE`]... [`LAST`] pieces. One WAL record
@@ -22,7 +23,7 @@ mod pages;
 pub mod redo;
 
 use crate::shmem;
-use anker_engine::change::{frame, Change, Entries};
+use anker_engine::change::{frame, get_varint, put_varint, Change, Entries};
 use anker_engine::table::{ColumnState, Table, TableKey};
 use pages::{Meta, Part, INVALID, PAGE_DATA, PAGE_HEADER};
 use pgrx::pg_sys;
@@ -38,7 +39,8 @@ const WHOLE: u8 = 1;
 const FIRST: u8 = 2;
 const MIDDLE: u8 = 3;
 const LAST: u8 = 4;
-const CHUNK_HEADER: usize = 5;
+/// At most: a varint of a u64.
+const CHUNK_HEADER_MAX: usize = 10;
 
 /// Pages one WAL record may fill (at most 32 block references a record:
 /// room for the tail block and the metapage).
@@ -243,7 +245,7 @@ unsafe fn init_fork(fork: Fork, table: &Table) {
     let chunk = chunk(WHOLE, &entries);
     let parts = [
         Part { buf: meta, new: true, meta: true, op: pages::meta_op(Meta { head: first_block, free: INVALID, generation: 0, pending: INVALID }) },
-        Part { buf: first, new: true, meta: false, op: pages::log_op(INVALID, PAGE_HEADER, &chunk) },
+        Part { buf: first, new: true, meta: false, op: pages::log_op(Some((INVALID, PAGE_HEADER)), &chunk) },
     ];
     pages::log_and_apply(fork.permanent, &parts, pages::XLOG_ANKER_APPEND);
     pg_sys::UnlockReleaseBuffer(meta);
@@ -256,11 +258,23 @@ unsafe fn init_fork(fork: Fork, table: &Table) {
 }
 
 fn chunk(kind: u8, bytes: &[u8]) -> Vec<u8> {
-    let mut c = Vec::with_capacity(CHUNK_HEADER + bytes.len());
-    c.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-    c.push(kind);
+    let mut c = Vec::with_capacity(CHUNK_HEADER_MAX + bytes.len());
+    put_varint(&mut c, (bytes.len() as u64) << 3 | kind as u64);
     c.extend_from_slice(bytes);
     c
+}
+
+/// The first chunk of `stream`: its kind, its bytes and its whole length
+/// (None: the stream ends, in zeroed space or in a chunk cut off).
+fn parse_chunk(stream: &[u8]) -> Option<(u8, &[u8], usize)> {
+    if stream.first() == Some(&0) {
+        return None;
+    }
+    let mut at = 0;
+    let v = get_varint(stream, &mut at).ok()?;
+    let len = usize::try_from(v >> 3).ok()?;
+    let body = stream.get(at..)?.get(..len)?;
+    Some(((v & 7) as u8, body, at + len))
 }
 
 /// Append framed `entries` to a chain whose last block is `tail` (pinned,
@@ -269,7 +283,7 @@ fn chunk(kind: u8, bytes: &[u8]) -> Vec<u8> {
 /// carry. Returns the new last block, pinned and locked (the caller
 /// releases it). With `table`, the chain is its log, whose tail moves.
 unsafe fn append(fork: Fork, mut tail: Option<pg_sys::Buffer>, entries: &[u8], info: u8, table: Option<&Table>) -> pg_sys::Buffer {
-    let max_piece = (MAX_RECORD_PAGES - 1) * PAGE_DATA - 2 * CHUNK_HEADER;
+    let max_piece = (MAX_RECORD_PAGES - 1) * PAGE_DATA - 2 * CHUNK_HEADER_MAX;
     if entries.len() <= max_piece {
         return append_chunk(fork, tail, &chunk(WHOLE, entries), info, table);
     }
@@ -319,11 +333,12 @@ unsafe fn append_chunk(fork: Fork, tail: Option<pg_sys::Buffer>, chunk: &[u8], i
     }
     let mut parts: Vec<Part> = Vec::with_capacity(bufs.len() + 1);
     for (k, (buf, new, bytes)) in bufs.iter().enumerate() {
-        let (next, start) = match bufs.get(k + 1) {
+        let link = match bufs.get(k + 1) {
             Some((b, _, _)) => (pg_sys::BufferGetBlockNumber(*b), PAGE_HEADER),
             None => (INVALID, PAGE_HEADER),
         };
-        parts.push(Part { buf: *buf, new: *new, meta: false, op: pages::log_op(next, start, bytes) });
+        let same = !*new && pages::link_of(pages::page(*buf)) == link;
+        parts.push(Part { buf: *buf, new: *new, meta: false, op: pages::log_op((!same).then_some(link), bytes) });
     }
     if let Some((mbuf, m)) = meta {
         parts.push(Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(m) });
@@ -365,10 +380,7 @@ fn entry_bytes(stream: &[u8]) -> Vec<u8> {
     let mut out = vec![];
     let mut pending: Option<Vec<u8>> = None;
     let mut at = 0;
-    while at + CHUNK_HEADER <= stream.len() {
-        let len = u32::from_le_bytes(stream[at..at + 4].try_into().expect("4 bytes")) as usize;
-        let kind = stream[at + 4];
-        let Some(body) = stream.get(at + CHUNK_HEADER..at + CHUNK_HEADER + len) else { break };
+    while let Some((kind, body, len)) = parse_chunk(&stream[at..]) {
         match kind {
             WHOLE => {
                 pending = None;
@@ -386,7 +398,7 @@ fn entry_bytes(stream: &[u8]) -> Vec<u8> {
             }
             _ => break,
         }
-        at += CHUNK_HEADER + len;
+        at += len;
     }
     out
 }

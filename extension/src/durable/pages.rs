@@ -23,7 +23,7 @@
 use pgrx::pg_sys;
 
 pub const MAGIC: u32 = 0x414e_4b52; // "ANKR"
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 pub const INVALID: u32 = pg_sys::InvalidBlockNumber;
 
 /// Bytes of a page's header (`SizeOfPageHeaderData`).
@@ -35,8 +35,12 @@ const SPECIAL: usize = 8;
 const LOG_END: usize = BLOCK - SPECIAL;
 /// Log bytes per page.
 pub const PAGE_DATA: usize = LOG_END - PAGE_HEADER;
-/// Bytes of a log page operation before the appended bytes.
-pub const LINK_LEN: usize = 6;
+/// A log page operation starts with a byte saying whether the page's link
+/// follows (6 bytes: next block u32, start u16); the bytes to append come
+/// after. Appends to a log's tail leave its link alone, and say so in one
+/// byte.
+const OP_LINKED: u8 = 1;
+const LINK_LEN: usize = 6;
 const META_LEN: usize = 24;
 
 /// Record kinds (`xl_info`): log appends (also applied to a table in
@@ -46,7 +50,8 @@ pub const XLOG_ANKER_IMAGE: u8 = 0x20;
 pub const XLOG_ANKER_SWITCH: u8 = 0x30;
 
 /// Main data of a record: which block references are new pages (redo
-/// initialises them) and which is the metapage.
+/// initialises them) and which is the metapage. A record with neither
+/// (most appends) has no main data.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct RecordHeader {
@@ -136,12 +141,33 @@ pub fn meta_op(m: Meta) -> Vec<u8> {
     v
 }
 
-pub fn log_op(next: u32, start: usize, bytes: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(LINK_LEN + bytes.len());
-    v.extend_from_slice(&next.to_le_bytes());
-    v.extend_from_slice(&(start as u16).to_le_bytes());
+/// A log page operation: set the page's link to `link` (next block, where
+/// reading starts there) unless None, then append `bytes`.
+pub fn log_op(link: Option<(u32, usize)>, bytes: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(1 + LINK_LEN + bytes.len());
+    match link {
+        Some((next, start)) => {
+            v.push(OP_LINKED);
+            v.extend_from_slice(&next.to_le_bytes());
+            v.extend_from_slice(&(start as u16).to_le_bytes());
+        }
+        None => v.push(0),
+    }
     v.extend_from_slice(bytes);
     v
+}
+
+/// A log page operation's link and bytes (None: not an operation).
+pub fn parse_log_op(op: &[u8]) -> Option<(Option<(u32, usize)>, &[u8])> {
+    match *op.first()? {
+        OP_LINKED => {
+            let l = op.get(1..1 + LINK_LEN)?;
+            let link = (u32_at(l, 0), u16::from_le_bytes([l[4], l[5]]) as usize);
+            Some((Some(link), &op[1 + LINK_LEN..]))
+        }
+        0 => Some((None, &op[1..])),
+        _ => None,
+    }
 }
 
 /// Apply a page operation (block data `op`) to page `p`: initialise it if
@@ -162,8 +188,12 @@ pub unsafe fn apply(p: *mut u8, new: bool, is_meta: bool, op: &[u8]) {
     if new {
         pg_sys::PageInit(p as pg_sys::Page, BLOCK, SPECIAL);
     }
-    std::ptr::copy_nonoverlapping(op.as_ptr(), p.add(LOG_END), LINK_LEN);
-    let bytes = &op[LINK_LEN..];
+    let (link, bytes) = parse_log_op(op).expect("anker: a malformed log page operation");
+    if let Some((next, start)) = link {
+        let s = std::slice::from_raw_parts_mut(p.add(LOG_END), LINK_LEN);
+        s[..4].copy_from_slice(&next.to_le_bytes());
+        s[4..6].copy_from_slice(&(start as u16).to_le_bytes());
+    }
     let h = header(p);
     let at = h.pd_lower as usize;
     assert!(at + bytes.len() <= LOG_END, "anker: a log page overflows");
@@ -201,7 +231,9 @@ pub unsafe fn log_and_apply(permanent: bool, parts: &[Part], info: u8) {
             main.new_pages |= (part.new as u64) << k;
             main.meta_pages |= (part.meta as u64) << k;
         }
-        pg_sys::XLogRegisterData(&main as *const _ as *mut std::ffi::c_char, std::mem::size_of::<RecordHeader>() as i32);
+        if main.new_pages != 0 || main.meta_pages != 0 {
+            pg_sys::XLogRegisterData(&main as *const _ as *mut std::ffi::c_char, std::mem::size_of::<RecordHeader>() as i32);
+        }
         for (k, part) in parts.iter().enumerate() {
             // With a full-page image the record keeps the bytes: redo of
             // a standby applies them to a table in memory too.

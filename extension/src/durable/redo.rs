@@ -13,8 +13,8 @@
 //! standby, tables its backends have loaded also get the changes, by
 //! sequence number (a table loaded meanwhile skips those it has).
 
-use super::pages::{self, RecordHeader, LINK_LEN, XLOG_ANKER_APPEND, XLOG_ANKER_IMAGE, XLOG_ANKER_SWITCH};
-use super::{CHUNK_HEADER, FIRST, LAST, MIDDLE, RMGR_ID, WHOLE};
+use super::pages::{self, RecordHeader, XLOG_ANKER_APPEND, XLOG_ANKER_IMAGE, XLOG_ANKER_SWITCH};
+use super::{parse_chunk, FIRST, LAST, MIDDLE, RMGR_ID, WHOLE};
 use crate::shmem;
 use anker_engine::change::{Change, Entries};
 use anker_engine::table::TableKey;
@@ -122,8 +122,8 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
         if buf != 0 {
             pg_sys::UnlockReleaseBuffer(buf);
         }
-        if !is_meta && data.len() >= LINK_LEN {
-            chunk.extend_from_slice(&data[LINK_LEN..]);
+        if let Some((_, bytes)) = pages::parse_log_op(data).filter(|_| !is_meta) {
+            chunk.extend_from_slice(bytes);
             last_block = block;
         }
     }
@@ -131,17 +131,14 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // The relation file was dropped later in the WAL: its changes need no
     // table in memory.
     let (Some(rnode), true, XLOG_ANKER_APPEND) = (file, exists, kind(record)) else { return };
-    if chunk.len() < CHUNK_HEADER {
-        return;
-    }
+    let Some((chunk_kind, body, _)) = parse_chunk(&chunk) else { return };
     let key = key_of(&rnode);
     let table = loaded_table(&key);
     if let Some(t) = table {
         // where a promoted standby's writers go on appending
         t.log_tail.store(last_block, Ordering::Release);
     }
-    let body = &chunk[CHUNK_HEADER..];
-    let entries: Vec<u8> = match chunk[4] {
+    let entries: Vec<u8> = match chunk_kind {
         WHOLE => body.to_vec(),
         FIRST => {
             pieces().insert(key, body.to_vec());
@@ -292,9 +289,11 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
                 let w = |k: usize| u32::from_le_bytes(data[k..k + 4].try_into().expect("4 bytes"));
                 meta = Some((w(0), w(4), w(8)));
             }
-        } else if data.len() >= LINK_LEN {
-            links.push((block, u32::from_le_bytes(data[..4].try_into().expect("4 bytes"))));
-            chunk.extend_from_slice(&data[LINK_LEN..]);
+        } else if let Some((link, bytes)) = pages::parse_log_op(data) {
+            if let Some((next, _)) = link {
+                links.push((block, next));
+            }
+            chunk.extend_from_slice(bytes);
         }
     }
     let mut text = String::new();
@@ -309,18 +308,17 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
             }
         }
         XLOG_ANKER_IMAGE => text.push_str(&format!("image, {} bytes", chunk.len())),
-        _ if chunk.len() >= CHUNK_HEADER => {
-            let body = &chunk[CHUNK_HEADER..];
-            match chunk[4] {
+        _ => match parse_chunk(&chunk) {
+            Some((kind, body, _)) => match kind {
                 WHOLE => {
                     let descs: Vec<String> = Entries::new(body).map(|(seq, c)| format!("#{seq} {}", c.describe())).collect();
                     text.push_str(&descs.join("; "));
                 }
                 FIRST | MIDDLE | LAST => text.push_str(&format!("piece of a large change, {} bytes", body.len())),
                 _ => text.push_str("unknown chunk"),
-            }
-        }
-        _ => {}
+            },
+            None => {}
+        },
     }
     let c = std::ffi::CString::new(text).unwrap_or_default();
     pg_sys::appendStringInfoString(buf, c.as_ptr());
