@@ -112,6 +112,22 @@ check_twins "after a clean restart"
 [ "$(q "SELECT count(*) FROM u_anker")" = 500 ] || fail "unlogged table lost rows in a clean restart"
 echo "ok: unlogged table whole after a clean restart"
 
+# loading a large table logs its progress at log_startup_progress_interval
+cluster_psql >/dev/null <<'SQL'
+CREATE TABLE big_anker (id int, v int) USING anker;
+INSERT INTO big_anker SELECT g, 0 FROM generate_series(1, 200000) g;
+ALTER SYSTEM SET log_startup_progress_interval = '1ms';
+SQL
+pg_ctl_ restart
+wait_ready
+[ "$(q "SELECT count(*) FROM big_anker")" = 200000 ] || fail "a large table lost rows in a clean restart"
+progress=$(cluster_log_tail 100 | grep -E "anker: loading relation file [0-9/]+, elapsed time: [0-9.]+ s, [0-9]+ of [0-9]+ kB of log read, [0-9]+ rows from [0-9]+ changes so far" | tail -1) ||
+    fail "no progress lines while a large table loaded"
+q "ALTER SYSTEM RESET log_startup_progress_interval" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+q "DROP TABLE big_anker" >/dev/null
+echo "ok: loading progress in the server log (${progress##*LOG:  })"
+
 # 2. immediate shutdown after a checkpoint and more work, DDL included:
 # rewrites, ADD COLUMN with a default, VACUUM (vacated row ids), VACUUM
 # FULL, TRUNCATE, and a table created, filled and dropped (its records are

@@ -526,7 +526,11 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     // log after it goes on at the next number.
     let mut image_end = entries.consumed();
     let mut in_image = true;
+    let progress = Progress::new(rnode, started, bytes.len());
     while let Some((seq, change)) = entries.next() {
+        if n % 16384 == 0 {
+            progress.report(entries.consumed(), table.nrows(), n);
+        }
         if let Change::Create { .. } = change {
             gap = Some(seq);
             break; // cannot happen: a log starts anew in a new file
@@ -579,6 +583,50 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
         );
     }
     Some(table)
+}
+
+/// Progress lines of a long load, at PostgreSQL's
+/// `log_startup_progress_interval` (10 s by default; 0: none), like the
+/// startup process's own during recovery.
+struct Progress {
+    rnode: pg_sys::RelFileNode,
+    started: std::time::Instant,
+    interval: std::time::Duration,
+    total: usize,
+    next: std::cell::Cell<std::time::Duration>,
+}
+
+impl Progress {
+    fn new(rnode: pg_sys::RelFileNode, started: std::time::Instant, total: usize) -> Progress {
+        // SAFETY: a built-in GUC read by name; parse_int only reads it.
+        let ms = unsafe {
+            let v = pg_sys::GetConfigOption(c"log_startup_progress_interval".as_ptr(), true, false);
+            let mut ms = 0;
+            if v.is_null() || !pg_sys::parse_int(v, &mut ms, pg_sys::GUC_UNIT_MS as i32, std::ptr::null_mut()) {
+                ms = 10_000;
+            }
+            ms.max(0) as u64
+        };
+        let interval = std::time::Duration::from_millis(ms);
+        Progress { rnode, started, interval, total, next: std::cell::Cell::new(interval) }
+    }
+
+    fn report(&self, read: usize, rows: u64, changes: u64) {
+        let elapsed = self.started.elapsed();
+        if self.interval.is_zero() || elapsed < self.next.get() {
+            return;
+        }
+        self.next.set(elapsed + self.interval);
+        pgrx::log!(
+            "anker: loading relation file {}/{}/{}, elapsed time: {:.2} s, {} of {} kB of log read, {rows} rows from {changes} changes so far",
+            self.rnode.spcNode,
+            self.rnode.dbNode,
+            self.rnode.relNode,
+            elapsed.as_secs_f64(),
+            read / 1024,
+            self.total / 1024
+        );
+    }
 }
 
 /// `Table::loading` after a load that failed.
