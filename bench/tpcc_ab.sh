@@ -86,7 +86,8 @@ for r in $(seq 1 "$ROUNDS"); do
             # the switch flushes; read now, before a checkpoint recycles it)
             end=$(cluster_psql -At -c "SELECT pg_current_wal_insert_lsn()")
             cluster_psql -At -c "SELECT pg_switch_wal()" >/dev/null
-            breakdown[$am]=$(cluster_psql -At -F ' ' -c "SELECT \"resource_manager/record_type\", round(combined_size::numeric / $xacts), round(count::numeric / $xacts, 2), round(fpi_size::numeric / $xacts) FROM pg_get_wal_stats('$end'::pg_lsn - $wal::numeric, '$end', true) WHERE combined_size > 0 ORDER BY combined_size DESC LIMIT 12" | sed 's/^/  /')
+            breakdown[$am]=$(cluster_psql -At -F ' ' -c "SELECT \"resource_manager/record_type\", round(combined_size::numeric / $xacts), round(count::numeric / $xacts, 2), round(fpi_size::numeric / $xacts) FROM pg_get_wal_stats('$end'::pg_lsn - $wal::numeric, '$end', true) WHERE combined_size > 0 ORDER BY combined_size DESC LIMIT 12" 2>/dev/null | sed 's/^/  /') ||
+                breakdown[$am]="  (a checkpoint recycled the round's WAL before it was read)"
         fi
         [ -n "$perf_pid" ] && wait "$perf_pid"
         echo "round $r $am: $tps tps, $((wal / (xacts > 0 ? xacts : 1))) WAL bytes per transaction"

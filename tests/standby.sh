@@ -125,6 +125,29 @@ qp "$SB_PORT" "SELECT bt_index_check('t_anker_pkey', true), bt_index_check('t_an
     || fail "a standby index disagrees with its table"
 echo "ok: hot standby replays the run and answers like the primary ($(q "SELECT count(*) FROM t_anker") rows)"
 
+# a table the standby loaded and the primary then drops is freed from the
+# standby's memory by the standby's next load, not kept until promotion
+catch_up() {
+    local target
+    target=$(q "SELECT pg_current_wal_lsn()")
+    for _ in $(seq 1 120); do
+        [ "$(qp "$SB_PORT" "SELECT pg_last_wal_replay_lsn() >= '$target'")" = t ] && return 0
+        sleep 1
+    done
+    fail "the standby did not catch up"
+}
+q "CREATE TABLE dropped_later (a int) USING anker; INSERT INTO dropped_later SELECT generate_series(1, 1000)" >/dev/null
+file=$(q "SELECT relfilenode FROM pg_class WHERE relname = 'dropped_later'")
+catch_up
+[ "$(qp "$SB_PORT" "SELECT count(*) FROM dropped_later")" = 1000 ] || fail "the standby does not see a new table"
+in_memory() { qp "$SB_PORT" "SELECT count(*) FROM anker.table_storage() WHERE relfilenode = $file"; }
+[ "$(in_memory)" = 1 ] || fail "the standby did not load the new table"
+q "DROP TABLE dropped_later; CREATE TABLE read_next (a int) USING anker; INSERT INTO read_next VALUES (1)" >/dev/null
+catch_up
+[ "$(qp "$SB_PORT" "SELECT count(*) FROM read_next")" = 1 ] || fail "the standby does not see the second new table"
+[ "$(in_memory)" = 0 ] || fail "a table dropped on the primary stays in the standby's memory"
+echo "ok: a table dropped on the primary leaves the standby's memory at its next load"
+
 # ---- promotion ---------------------------------------------------------------
 cluster_stop
 pg_ctl_as -D "$SB" -w promote

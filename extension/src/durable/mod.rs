@@ -484,6 +484,10 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
         corrupt(&rnode, "its log does not start with the table's creation")
     };
     let specs: Vec<_> = columns.iter().map(|(s, _)| *s).collect();
+    // SAFETY: a flag read.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        free_tables_without_file();
+    }
     let (table, created) = match dir.find_or_create(arena, key, &|| specs.clone(), true) {
         Ok(x) => x,
         Err(e) => crate::error::out_of_memory(e),
@@ -626,6 +630,35 @@ impl Progress {
             read / 1024,
             self.total / 1024
         );
+    }
+}
+
+/// Free the tables in memory whose relation file is gone: dropped,
+/// truncated or rewritten on the primary and removed by redo, which does not
+/// tell us (the files go with the commit record, not with one of ours). A
+/// hot standby's loads call this, so its memory holds the tables that exist
+/// plus those dropped since the last load; redo's cleanup at promotion calls
+/// it too. No backend still reads such a table: redo took the relation's
+/// AccessExclusiveLock before removing the file, cancelling readers.
+pub(crate) fn free_tables_without_file() {
+    let arena = shmem::arena();
+    let dir = shmem::directory();
+    let mut gone = vec![];
+    dir.for_each(arena, |t| {
+        if t.key[3] == pg_sys::InvalidBackendId as u32 && t.loading.load(Ordering::Acquire) == 0 {
+            gone.push(t.key);
+        }
+    });
+    gone.retain(|k| {
+        let rnode = pg_sys::RelFileNode { spcNode: k[0].into(), dbNode: k[1].into(), relNode: k[2].into() };
+        // SAFETY: opening an smgr handle by file name needs no relcache.
+        unsafe {
+            let smgr = pg_sys::smgropen(rnode, pg_sys::InvalidBackendId);
+            !pg_sys::smgrexists(smgr, pg_sys::ForkNumber::MAIN_FORKNUM)
+        }
+    });
+    for k in gone {
+        dir.drop_table(arena, &k);
     }
 }
 

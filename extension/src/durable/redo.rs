@@ -256,20 +256,8 @@ fn out_of_memory_in_redo(e: anker_engine::arena::AllocError, rnode: &pg_sys::Rel
 #[pg_guard]
 unsafe extern "C-unwind" fn cleanup() {
     let arena = shmem::arena();
-    let dir = shmem::directory();
-    let mut gone = vec![];
-    dir.for_each(arena, |t| {
-        t.rebuild_free_rows(arena);
-        gone.push(t.key);
-    });
-    gone.retain(|k| {
-        let rnode = pg_sys::RelFileNode { spcNode: k[0].into(), dbNode: k[1].into(), relNode: k[2].into() };
-        let smgr = pg_sys::smgropen(rnode, pg_sys::InvalidBackendId);
-        !pg_sys::smgrexists(smgr, pg_sys::ForkNumber::MAIN_FORKNUM)
-    });
-    for k in gone {
-        dir.drop_table(arena, &k);
-    }
+    shmem::directory().for_each(arena, |t| t.rebuild_free_rows(arena));
+    super::free_tables_without_file();
     if let Some(p) = (*(&raw mut PIECES)).as_mut() {
         p.clear();
     }
