@@ -1,6 +1,8 @@
 -- TPC-C initial population (spec clause 4.3.3.1) plus CH-benCHmark's supplier, nation, region.
 --
 -- psql variables:  warehouses  W, the number of warehouses (>= 1).
+--                  load_time   optional: the timestamp the rows are stamped with (default: now);
+--                              two loads with the same W and load_time have identical rows.
 -- Run after schema.sql and before indexes.sql. Set-based: every table is one INSERT ... SELECT
 -- over generate_series, so it works on any table access method. The seed is fixed (setseed) and
 -- parallel query is off in this session, so the same W gives the same data (timestamps aside).
@@ -16,6 +18,10 @@
 SET max_parallel_workers_per_gather = 0;
 SET synchronous_commit = off;
 SELECT setseed(0.20240607);
+\if :{?load_time}
+\else
+SELECT now() AS load_time \gset
+\endif
 
 -- random integer in [lo, hi]
 CREATE FUNCTION pg_temp.rnd(lo int, hi int) RETURNS int LANGUAGE sql VOLATILE AS
@@ -98,7 +104,7 @@ SELECT c, d, w,
        tpcc_lastname(CASE WHEN c <= 1000 THEN c - 1 ELSE pg_temp.nurand(255, 0, 999, 86) END),
        pg_temp.astr(10, 20), pg_temp.astr(10, 20), pg_temp.astr(10, 20),
        chr(65 + pg_temp.rnd(0, 25)) || chr(65 + pg_temp.rnd(0, 25)), pg_temp.nstr(4) || '11111',
-       pg_temp.nstr(16), now(),
+       pg_temp.nstr(16), :'load_time'::timestamptz,
        CASE WHEN random() < 0.1 THEN 'BC' ELSE 'GC' END,
        50000.00, pg_temp.rnd(0, 5000) / 10000.0, -10.00, 10.00, 1, 0,
        pg_temp.astr(300, 500)
@@ -109,12 +115,12 @@ FROM (SELECT (n - 1) % 3000 + 1 AS c, ((n - 1) / 3000) % 10 + 1 AS d, (n - 1) / 
 INSERT INTO history
 SELECT (n - 1) % 3000 + 1, ((n - 1) / 3000) % 10 + 1, (n - 1) / 30000 + 1,
        ((n - 1) / 3000) % 10 + 1, (n - 1) / 30000 + 1,
-       now(), 10.00, pg_temp.astr(12, 24)
+       :'load_time'::timestamptz, 10.00, pg_temp.astr(12, 24)
 FROM generate_series(1, :warehouses * 30000) AS n;
 
 \echo '  orders (3000 per district, O_C_ID a random permutation of 1..3000)'
 INSERT INTO orders
-SELECT o_id, d, w, c, now(),
+SELECT o_id, d, w, c, :'load_time'::timestamptz,
        CASE WHEN o_id < 2101 THEN pg_temp.rnd(1, 10) END,
        pg_temp.rnd(5, 15), 1
 FROM (SELECT w, d, c, row_number() OVER (PARTITION BY w, d ORDER BY random()) AS o_id
