@@ -6,8 +6,7 @@
 //! `docs/durability.md`.
 //!
 //! The log is a byte stream of *chunks*: a varint of length and kind, then
-//! the bytes. A
-//! chunk of kind [`WHOLE`] holds complete framed entries
+//! the bytes. A chunk of kind [`WHOLE`] holds complete framed entries
 //! (`anker_engine::change::frame`); an entry too large for one WAL record
 //! is cut into [`FIRST`], [`MIDDLE`]... [`LAST`] pieces. One WAL record
 //! appends exactly one chunk.
