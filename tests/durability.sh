@@ -116,16 +116,24 @@ echo "ok: unlogged table whole after a clean restart"
 cluster_psql >/dev/null <<'SQL'
 CREATE TABLE big_anker (id int, v int) USING anker;
 INSERT INTO big_anker SELECT g, 0 FROM generate_series(1, 200000) g;
+-- a 3.2 MB value: one change too large for one WAL record, logged in pieces
+CREATE TABLE huge_anker (id int, v text) USING anker;
+INSERT INTO huge_anker VALUES (1, 'before'), (2, repeat(md5('x'), 100000)), (3, 'after');
+UPDATE huge_anker SET v = v || 'more' WHERE id = 2;
 ALTER SYSTEM SET log_startup_progress_interval = '1ms';
 SQL
+huge=$(q "SELECT string_agg(id || ':' || length(v) || ':' || md5(v), ',' ORDER BY id) FROM huge_anker")
 pg_ctl_ restart
 wait_ready
 [ "$(q "SELECT count(*) FROM big_anker")" = 200000 ] || fail "a large table lost rows in a clean restart"
+[ "$(q "SELECT string_agg(id || ':' || length(v) || ':' || md5(v), ',' ORDER BY id) FROM huge_anker")" = "$huge" ] ||
+    fail "a value logged in pieces came back different"
 progress=$(cluster_log_tail 100 | grep -E "anker: loading relation file [0-9/]+, elapsed time: [0-9.]+ s, [0-9]+ of [0-9]+ kB of log read, [0-9]+ rows from [0-9]+ changes so far" | tail -1) ||
     fail "no progress lines while a large table loaded"
 q "ALTER SYSTEM RESET log_startup_progress_interval" >/dev/null
 q "SELECT pg_reload_conf()" >/dev/null
-q "DROP TABLE big_anker" >/dev/null
+q "DROP TABLE big_anker, huge_anker" >/dev/null
+echo "ok: a 3.2 MB value logged in pieces is whole after a restart"
 echo "ok: loading progress in the server log (${progress##*LOG:  })"
 
 # 2. immediate shutdown after a checkpoint and more work, DDL included:

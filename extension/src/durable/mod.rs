@@ -373,33 +373,42 @@ pub fn start_log(rel: pg_sys::Relation, rnode: pg_sys::RelFileNode, persistence:
 
 // ---- loading ---------------------------------------------------------------------
 
-/// The framed entries of a log stream, pieces reassembled; a chunk cut off
-/// or pieces never finished (a crash while writing them) end the log.
-fn entry_bytes(stream: &[u8]) -> Vec<u8> {
-    let mut out = vec![];
-    let mut pending: Option<Vec<u8>> = None;
-    let mut at = 0;
-    while let Some((kind, body, len)) = parse_chunk(&stream[at..]) {
+/// The framed entries of a log stream, pieces reassembled, made in place
+/// (entries are never longer than the chunks that hold them, so a large
+/// table's load needs no second copy of its log); a chunk cut off or pieces
+/// never finished (a crash while writing them) end the log.
+fn into_entries(mut stream: Vec<u8>) -> Vec<u8> {
+    let (mut read, mut write) = (0, 0);
+    // where the entry being pieced together starts in the output
+    let mut pending: Option<usize> = None;
+    while let Some((kind, body, len)) = parse_chunk(&stream[read..]) {
+        let (from, n) = (read + len - body.len(), body.len());
+        read += len;
         match kind {
-            WHOLE => {
-                pending = None;
-                out.extend_from_slice(body);
-            }
-            FIRST => pending = Some(body.to_vec()),
-            MIDDLE | LAST => {
-                // (a piece whose start was lost is skipped)
-                if let Some(p) = pending.as_mut() {
-                    p.extend_from_slice(body);
-                    if kind == LAST {
-                        out.extend_from_slice(&pending.take().expect("pending"));
-                    }
+            WHOLE | FIRST => {
+                // an unfinished entry before it is dropped
+                if let Some(p) = pending.take() {
+                    write = p;
+                }
+                if kind == FIRST {
+                    pending = Some(write);
                 }
             }
+            MIDDLE | LAST if pending.is_none() => continue, // its start was lost
+            MIDDLE | LAST => {}
             _ => break,
         }
-        at += len;
+        stream.copy_within(from..from + n, write);
+        write += n;
+        if kind == LAST {
+            pending = None;
+        }
     }
-    out
+    if let Some(p) = pending {
+        write = p;
+    }
+    stream.truncate(write);
+    stream
 }
 
 fn corrupt(rnode: &pg_sys::RelFileNode, why: &str) -> ! {
@@ -478,8 +487,10 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     // SAFETY: reading blocks of an existing relation file through shared
     // buffers; no relcache needed.
     let (stream, tail) = unsafe { read_log(rnode, permanent)? };
-    let bytes = entry_bytes(&stream);
-    let Some((_, Change::Create { columns })) = Entries::new(&bytes).next() else {
+    // the layout, from the first entry (a Create at the start of the first
+    // chunk, whole or the first piece of an image's)
+    let first = parse_chunk(&stream).filter(|(kind, _, _)| matches!(*kind, WHOLE | FIRST));
+    let Some((_, Change::Create { columns })) = first.and_then(|(_, body, _)| Entries::new(body).next()) else {
         corrupt(&rnode, "its log does not start with the table's creation")
     };
     let specs: Vec<_> = columns.iter().map(|(s, _)| *s).collect();
@@ -514,7 +525,8 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     } else {
         (stream, tail)
     };
-    let bytes = entry_bytes(&stream);
+    let log_len = stream.len();
+    let bytes = into_entries(stream);
     let mut entries = Entries::new(&bytes);
     let Some((first_seq, Change::Create { columns })) = entries.next() else {
         corrupt(&rnode, "its log does not start with the table's creation")
@@ -573,7 +585,7 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     table.loading.store(0, Ordering::Release);
     settle_tentative_columns(table);
     let ms = started.elapsed().as_secs_f64() * 1e3;
-    if stream.len() > 1 << 20 || ms > 100.0 {
+    if log_len > 1 << 20 || ms > 100.0 {
         pgrx::log!(
             "anker: loaded relation file {}/{}/{}: {} rows from {} changes, {} kB of log, in {:.0} ms",
             rnode.spcNode,
@@ -581,7 +593,7 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
             rnode.relNode,
             table.nrows(),
             n,
-            stream.len() / 1024,
+            log_len / 1024,
             ms
         );
     }
