@@ -30,6 +30,16 @@ fail() { echo "FAIL: $*"; cluster_log_tail 20; for d in "${EXTRA_DATA[@]:-}"; do
 pg_ctl_as() { runuser -u postgres -- "$PG_BINDIR/pg_ctl" "$@" >/dev/null; }
 # psql on another cluster of this directory (same socket directory, own port)
 qp() { local port=$1; shift; runuser -u postgres -- "$PG_BINDIR/psql" -X -q -h "$CLUSTER_SOCK" -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 -Atc "$1"; }
+# wait until the standby has replayed everything the primary has written
+catch_up() {
+    local target
+    target=$(q "SELECT pg_current_wal_lsn()")
+    for _ in $(seq 1 120); do
+        [ "$(qp "$SB_PORT" "SELECT pg_last_wal_replay_lsn() >= '$target'")" = t ] && return 0
+        sleep 1
+    done
+    fail "the standby did not catch up"
+}
 wait_ready() { # port
     for _ in $(seq 1 120); do
         qp "$1" "SELECT 1" >/dev/null 2>&1 && return 0
@@ -110,12 +120,7 @@ for _ in 1 2 3; do
     q "SELECT anker.compact('t_anker'), anker.compact('later_anker')" >/dev/null
 done
 wait "$bench"
-target=$(q "SELECT pg_current_wal_lsn()")
-for _ in $(seq 1 120); do
-    [ "$(qp "$SB_PORT" "SELECT pg_last_wal_replay_lsn() >= '$target'")" = t ] && break
-    sleep 1
-done
-[ "$(qp "$SB_PORT" "SELECT pg_last_wal_replay_lsn() >= '$target'")" = t ] || fail "the standby did not catch up"
+catch_up
 primary=$(same_answers "primary" "$CLUSTER_PORT")
 standby=$(same_answers "standby" "$SB_PORT")
 [ "$primary" = "$standby" ] || fail "the standby answers differently from the primary"
@@ -127,15 +132,6 @@ echo "ok: hot standby replays the run and answers like the primary ($(q "SELECT 
 
 # a table the standby loaded and the primary then drops is freed from the
 # standby's memory by the standby's next load, not kept until promotion
-catch_up() {
-    local target
-    target=$(q "SELECT pg_current_wal_lsn()")
-    for _ in $(seq 1 120); do
-        [ "$(qp "$SB_PORT" "SELECT pg_last_wal_replay_lsn() >= '$target'")" = t ] && return 0
-        sleep 1
-    done
-    fail "the standby did not catch up"
-}
 q "CREATE TABLE dropped_later (a int) USING anker; INSERT INTO dropped_later SELECT generate_series(1, 1000)" >/dev/null
 file=$(q "SELECT relfilenode FROM pg_class WHERE relname = 'dropped_later'")
 catch_up
