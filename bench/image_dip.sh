@@ -30,12 +30,11 @@ for am in heap anker; do
     tpcc_create_db "tpcc_$am" "$am" "$W"
 done
 cluster_psql -q -c CHECKPOINT
-args=()
-for s in neworder@45 payment@43 orderstatus@4 delivery@4 stocklevel@4; do args+=(-f "$BENCH/tpcc/${s%@*}.pgbench@${s#*@}"); done
+tpcc_mix_args standard
 ms() { date +%s%3N; }
 for am in heap anker; do
     (cd "$WORK" && cluster_pgbench -n -M prepared -c 2 -j 2 -T "$DURATION" -P 1 \
-        -D warehouses="$W" -D uniform=0 "${args[@]}" "tpcc_$am" 2>"$WORK/progress.$am" >/dev/null) &
+        -D warehouses="$W" -D uniform=0 "${TPCC_MIX_ARGS[@]}" "tpcc_$am" 2>"$WORK/progress.$am" >/dev/null) &
     bench=$!
     sleep "$AT"
     t0=$(ms)

@@ -32,10 +32,9 @@ done
 echo "loaded W=$W: tpcc_heap, tpcc_anker, tpcc_anker_unlogged"
 cluster_psql -q -c CHECKPOINT
 WORK=$(cluster_workdir)
-args=(-f "$BENCH/tpcc/neworder.pgbench@45" -f "$BENCH/tpcc/payment.pgbench@43" -f "$BENCH/tpcc/orderstatus.pgbench@4"
-      -f "$BENCH/tpcc/delivery.pgbench@4" -f "$BENCH/tpcc/stocklevel.pgbench@4")
+tpcc_mix_args standard
 tps() { # database seconds
-    (cd "$WORK" && cluster_pgbench -n -M prepared -c 2 -j 2 -T "$2" -D warehouses="$W" -D uniform=0 "${args[@]}" "$1" 2>&1) |
+    (cd "$WORK" && cluster_pgbench -n -M prepared -c 2 -j 2 -T "$2" -D warehouses="$W" -D uniform=0 "${TPCC_MIX_ARGS[@]}" "$1" 2>&1) |
         grep -Eo 'tps = [0-9.]+' | head -n1 | awk '{print $3}'
 }
 dbs=(tpcc_heap tpcc_anker tpcc_anker_unlogged)

@@ -32,13 +32,9 @@ while [ $# -gt 0 ]; do
         *) sed -n '2,14p' "$0" >&2; exit 2 ;;
     esac
 done
-case "$MIX" in
-    standard) SCRIPTS=(neworder@45 payment@43 orderstatus@4 delivery@4 stocklevel@4) ;;
-    paper) SCRIPTS=(neworder@1 payment@1 orderstatus@1) ;;
-    *) echo "--mix standard|paper" >&2; exit 2 ;;
-esac
 . "$BENCH/lib/cluster.sh"
 . "$BENCH/lib/tpcc.sh"
+tpcc_mix_args "$MIX" || { echo "--mix standard|paper" >&2; exit 2; }
 if [ "$PERF" -gt 0 ]; then
     command -v perf >/dev/null || { echo "--perf needs perf (Debian: linux-perf)" >&2; exit 2; }
     [ -n "$OUT" ] || OUT=$(mktemp -d /tmp/tpcc_ab.XXXXXX)
@@ -57,14 +53,12 @@ for am in heap anker; do
 done
 cluster_psql -q -c CHECKPOINT -c "CREATE EXTENSION pg_walinspect"
 
-args=()
-for s in "${SCRIPTS[@]}"; do args+=(-f "$BENCH/tpcc/${s%@*}.pgbench@${s#*@}"); done
 threads=$CLIENTS; [ "$threads" -gt "$(nproc)" ] && threads=$(nproc)
 oltp() { # $1 = database, $2 = seconds; prints "tps transactions wal_bytes"
     local before out
     before=$(cluster_psql -At -c "SELECT pg_current_wal_insert_lsn()")
     out=$(cd "$WORK" && cluster_pgbench -n -M prepared -c "$CLIENTS" -j "$threads" -T "$2" \
-        -D warehouses="$W" -D uniform=0 "${args[@]}" "$1" 2>&1)
+        -D warehouses="$W" -D uniform=0 "${TPCC_MIX_ARGS[@]}" "$1" 2>&1)
     echo "$(echo "$out" | grep -Eo 'tps = [0-9.]+' | head -n1 | awk '{print $3}')" \
         "$(echo "$out" | grep -Eo 'transactions actually processed: [0-9]+' | awk '{print $4}')" \
         "$(cluster_psql -At -c "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$before')::bigint")"

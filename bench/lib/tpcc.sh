@@ -5,6 +5,11 @@
 #       USING AM, W warehouses loaded, indexes, the transaction functions, VACUUM (ANALYZE).
 #       With TPCC_LOAD_TIME set, rows are stamped with that time instead of the load's, so
 #       two databases loaded with the same W and TPCC_LOAD_TIME have identical rows.
+#
+#   tpcc_mix_args [standard|paper]
+#       set the array TPCC_MIX_ARGS to pgbench's -f options for the transaction mix: standard
+#       (NewOrder 45, Payment 43, OrderStatus, Delivery, StockLevel 4 each; the default) or
+#       paper (NewOrder, Payment, OrderStatus 1:1:1). Returns 1 for another name.
 
 tpcc_create_db() {
     local db=$1 am=$2 w=$3 dir
@@ -16,4 +21,16 @@ tpcc_create_db() {
     cluster_psql -q -d "$db" -f "$dir/indexes.sql" >/dev/null
     cluster_psql -q -d "$db" -f "$dir/functions.sql" >/dev/null
     cluster_psql -q -d "$db" -c "VACUUM (ANALYZE)" >/dev/null
+}
+
+tpcc_mix_args() {
+    local dir s scripts
+    dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../tpcc" && pwd)
+    case "${1:-standard}" in
+        standard) scripts=(neworder@45 payment@43 orderstatus@4 delivery@4 stocklevel@4) ;;
+        paper) scripts=(neworder@1 payment@1 orderstatus@1) ;;
+        *) return 1 ;;
+    esac
+    TPCC_MIX_ARGS=()
+    for s in "${scripts[@]}"; do TPCC_MIX_ARGS+=(-f "$dir/${s%@*}.pgbench@${s#*@}"); done
 }
