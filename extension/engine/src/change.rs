@@ -129,13 +129,23 @@ impl std::fmt::Display for DecodeError {
 // the trailing zeros of fixed-width and inline values left out (the engine
 // pads values with zeros to the column width). An int4 of 3 is two bytes.
 
-/// Append `v` as a LEB128 varint: seven bits a byte, low bits first.
-pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+/// `v` as a LEB128 varint (seven bits a byte, low bits first): the bytes
+/// and how many of them are used.
+fn varint(mut v: u64) -> ([u8; 10], usize) {
+    let (mut b, mut n) = ([0; 10], 0);
     while v >= 0x80 {
-        out.push(v as u8 | 0x80);
+        b[n] = v as u8 | 0x80;
         v >>= 7;
+        n += 1;
     }
-    out.push(v as u8);
+    b[n] = v as u8;
+    (b, n + 1)
+}
+
+/// Append `v` as a LEB128 varint.
+pub fn put_varint(out: &mut Vec<u8>, v: u64) {
+    let (b, n) = varint(v);
+    out.extend_from_slice(&b[..n]);
 }
 
 /// Read a varint written by [`put_varint`] at `*at`, advancing it.
@@ -553,12 +563,9 @@ pub fn frame(seq: u64, change: &Change, out: &mut Vec<u8>) {
     let at = out.len();
     put_varint(out, seq);
     change.encode(out);
-    let len = out.len() - at;
-    let crc = crc32c(0, &out[at..]);
-    let mut header = Vec::with_capacity(14);
-    put_varint(&mut header, len as u64);
-    header.extend_from_slice(&crc.to_le_bytes());
-    out.splice(at..at, header);
+    let (len, n) = varint((out.len() - at) as u64);
+    let crc = crc32c(0, &out[at..]).to_le_bytes();
+    out.splice(at..at, len[..n].iter().chain(&crc).copied());
 }
 
 /// The entries of a log, in order, until its end or the first entry that is

@@ -541,7 +541,7 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     // log after it goes on at the next number.
     let mut image_end = entries.consumed();
     let mut in_image = true;
-    let progress = Progress::new(rnode, started, bytes.len());
+    let mut progress = Progress::new(rnode, started, bytes.len());
     while let Some((seq, change)) = entries.next() {
         if n % 16384 == 0 {
             progress.report(entries.consumed(), table.nrows(), n);
@@ -608,7 +608,7 @@ struct Progress {
     started: std::time::Instant,
     interval: std::time::Duration,
     total: usize,
-    next: std::cell::Cell<std::time::Duration>,
+    next: std::time::Duration,
 }
 
 impl Progress {
@@ -623,15 +623,15 @@ impl Progress {
             ms.max(0) as u64
         };
         let interval = std::time::Duration::from_millis(ms);
-        Progress { rnode, started, interval, total, next: std::cell::Cell::new(interval) }
+        Progress { rnode, started, interval, total, next: interval }
     }
 
-    fn report(&self, read: usize, rows: u64, changes: u64) {
+    fn report(&mut self, read: usize, rows: u64, changes: u64) {
         let elapsed = self.started.elapsed();
-        if self.interval.is_zero() || elapsed < self.next.get() {
+        if self.interval.is_zero() || elapsed < self.next {
             return;
         }
-        self.next.set(elapsed + self.interval);
+        self.next = elapsed + self.interval;
         pgrx::log!(
             "anker: loading relation file {}/{}/{}, elapsed time: {:.2} s, {} of {} kB of log read, {rows} rows from {changes} changes so far",
             self.rnode.spcNode,

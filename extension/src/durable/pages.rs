@@ -105,10 +105,22 @@ pub unsafe fn meta_of(p: *const u8) -> Result<Meta, String> {
     Ok(Meta { head: u32_at(b, 8), free: u32_at(b, 12), generation: u32_at(b, 16), pending: u32_at(b, 20) })
 }
 
+/// A link (next block, where reading starts there) as it is stored, in a
+/// log page's special space and in a page operation alike.
+fn link_bytes((next, start): (u32, usize)) -> [u8; LINK_LEN] {
+    let mut b = [0; LINK_LEN];
+    b[..4].copy_from_slice(&next.to_le_bytes());
+    b[4..].copy_from_slice(&(start as u16).to_le_bytes());
+    b
+}
+
+fn link_from(b: &[u8]) -> (u32, usize) {
+    (u32_at(b, 0), u16::from_le_bytes([b[4], b[5]]) as usize)
+}
+
 /// A log page's link: next block and where reading starts there.
 pub unsafe fn link_of(p: *const u8) -> (u32, usize) {
-    let s = std::slice::from_raw_parts(p.add(LOG_END), SPECIAL);
-    (u32_at(s, 0), u16::from_le_bytes([s[4], s[5]]) as usize)
+    link_from(std::slice::from_raw_parts(p.add(LOG_END), LINK_LEN))
 }
 
 /// Log bytes of page `p` from `start` on.
@@ -146,10 +158,9 @@ pub fn meta_op(m: Meta) -> Vec<u8> {
 pub fn log_op(link: Option<(u32, usize)>, bytes: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(1 + LINK_LEN + bytes.len());
     match link {
-        Some((next, start)) => {
+        Some(l) => {
             v.push(OP_LINKED);
-            v.extend_from_slice(&next.to_le_bytes());
-            v.extend_from_slice(&(start as u16).to_le_bytes());
+            v.extend_from_slice(&link_bytes(l));
         }
         None => v.push(0),
     }
@@ -161,8 +172,7 @@ pub fn log_op(link: Option<(u32, usize)>, bytes: &[u8]) -> Vec<u8> {
 pub fn parse_log_op(op: &[u8]) -> Option<(Option<(u32, usize)>, &[u8])> {
     match *op.first()? {
         OP_LINKED => {
-            let l = op.get(1..1 + LINK_LEN)?;
-            let link = (u32_at(l, 0), u16::from_le_bytes([l[4], l[5]]) as usize);
+            let link = link_from(op.get(1..1 + LINK_LEN)?);
             Some((Some(link), &op[1 + LINK_LEN..]))
         }
         0 => Some((None, &op[1..])),
@@ -189,10 +199,8 @@ pub unsafe fn apply(p: *mut u8, new: bool, is_meta: bool, op: &[u8]) {
         pg_sys::PageInit(p as pg_sys::Page, BLOCK, SPECIAL);
     }
     let (link, bytes) = parse_log_op(op).expect("anker: a malformed log page operation");
-    if let Some((next, start)) = link {
-        let s = std::slice::from_raw_parts_mut(p.add(LOG_END), LINK_LEN);
-        s[..4].copy_from_slice(&next.to_le_bytes());
-        s[4..6].copy_from_slice(&(start as u16).to_le_bytes());
+    if let Some(l) = link {
+        std::ptr::copy_nonoverlapping(link_bytes(l).as_ptr(), p.add(LOG_END), LINK_LEN);
     }
     let h = header(p);
     let at = h.pd_lower as usize;
