@@ -95,11 +95,7 @@ fn undo(entries: &[Entry]) {
         if let Some(t) = dir.lookup(arena, &e.key) {
             // Logged: replaying a table's log must not need the clog to
             // know which versions were put back.
-            crate::durable::write_table(t, |log| {
-                if t.undo_update(arena, e.row, e.xid) {
-                    log.push(&anker_engine::change::Change::Undo { row: e.row, xid: e.xid });
-                }
-            });
+            crate::durable::write_table(t, |log| crate::tam::modify::undo_update_into(t, e.row, e.xid, log));
         }
     }
 }

@@ -176,13 +176,17 @@ pub(super) fn modify_logged(rel: pg_sys::Relation, table: &Table, row: u64, h: &
 /// [`Table::undo_update`] (the repair of an aborted in-place update),
 /// logged.
 pub(super) fn undo_logged(rel: pg_sys::Relation, table: &Table, row: u64, xid: u32) -> bool {
-    durable::write(rel, table, |log| {
-        let done = table.undo_update(shmem::arena(), row, xid);
-        if done {
-            log.push(&Change::Undo { row, xid });
-        }
-        done
-    })
+    durable::write(rel, table, |log| undo_update_into(table, row, xid, log))
+}
+
+/// [`Table::undo_update`] described in `log` (the body of a durable write:
+/// also the eager undo of an aborting transaction, `undo.rs`).
+pub(crate) fn undo_update_into(table: &Table, row: u64, xid: u32, log: &mut durable::Log) -> bool {
+    let done = table.undo_update(shmem::arena(), row, xid);
+    if done {
+        log.push(&Change::Undo { row, xid });
+    }
+    done
 }
 
 /// [`Table::insert_rows`], logged. `rows` must have as many values as the
