@@ -56,6 +56,10 @@ else
     cargo pgrx init --pg15 "$PG_CONFIG"
 fi
 
+# ---- DuckDB (the analytics engine, docs/analytics.md) -------------------------------
+# Prebuilt static archives from a package registry, cached under /var/tmp.
+log "DuckDB library: $("$ROOT/scripts/duckdb-prebuilt.sh")"
+
 # ---- build and install -----------------------------------------------------------
 profile_flag=--release
 [ "${ANKER_PROFILE:-release}" = debug ] && profile_flag=

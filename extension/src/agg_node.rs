@@ -1129,7 +1129,7 @@ mod numeric_fns {
 }
 
 /// A numeric datum from its literal.
-unsafe fn numeric_datum(literal: &str) -> pg_sys::Datum {
+pub(crate) unsafe fn numeric_datum(literal: &str) -> pg_sys::Datum {
     let text = std::ffi::CString::new(literal).expect("no NUL in a number");
     pg_sys::DirectFunctionCall3Coll(
         Some(numeric_fns::numeric_in),

@@ -12,6 +12,7 @@
 use pgrx::prelude::*;
 
 mod agg_node;
+mod analytics;
 mod datum;
 mod durable;
 mod error;
@@ -55,5 +56,6 @@ pub extern "C-unwind" fn _PG_init() {
     snapshots::install_hooks();
     scan_node::install();
     agg_node::install();
+    analytics::install();
     guc::reserve_prefix();
 }

@@ -2,6 +2,7 @@
 pub mod arena;
 pub mod sync;
 pub mod column;
+pub mod decimal;
 pub mod table;
 pub mod version;
 pub mod change;

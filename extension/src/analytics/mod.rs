@@ -1,0 +1,194 @@
+//! The analytics engine: read-only queries over anker tables executed by an embedded
+//! DuckDB reading anker's column snapshots (issue 19; docs/analytics.md).
+//!
+//! * [`handover`] decides at plan time whether DuckDB can answer a query exactly as
+//!   PostgreSQL would, deparses it, and plans it as one `AnkerDuckDB` custom scan;
+//! * [`scan`] is DuckDB's `anker_scan` table function over one anker table, with
+//!   visibility resolved on the backend's thread;
+//! * [`node`] runs the query and converts DuckDB's results to PostgreSQL's planned types;
+//! * [`duckdb`] holds the C API declarations.
+//!
+//! `anker.olap_engine` (`postgres` or `duckdb`) switches per session; `anker.olap_threads`
+//! and `anker.olap_memory_limit` bound DuckDB.
+
+pub mod duckdb;
+mod handover;
+mod node;
+mod scan;
+
+use duckdb::*;
+use pgrx::pg_sys;
+
+/// Values of `anker.olap_engine`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    Postgres = 0,
+    DuckDb = 1,
+}
+
+static mut ENGINE: i32 = Engine::Postgres as i32;
+static mut THREADS: i32 = 1;
+static mut MEMORY_LIMIT_MB: i32 = 1024;
+
+static mut ENGINES: [pg_sys::config_enum_entry; 3] = [
+    pg_sys::config_enum_entry { name: c"postgres".as_ptr(), val: Engine::Postgres as i32, hidden: false },
+    pg_sys::config_enum_entry { name: c"duckdb".as_ptr(), val: Engine::DuckDb as i32, hidden: false },
+    pg_sys::config_enum_entry { name: std::ptr::null(), val: 0, hidden: false },
+];
+
+fn engine() -> Engine {
+    // SAFETY: plain read of our GUC variable.
+    if unsafe { ENGINE } == Engine::DuckDb as i32 {
+        Engine::DuckDb
+    } else {
+        Engine::Postgres
+    }
+}
+
+pub fn install() {
+    // SAFETY: the Define* functions keep pointers to our statics, which live for the
+    // whole process; called once from _PG_init.
+    unsafe {
+        pg_sys::DefineCustomEnumVariable(
+            c"anker.olap_engine".as_ptr(),
+            c"Which engine executes read-only queries over anker tables.".as_ptr(),
+            c"postgres: PostgreSQL's executor (with AnkerScan and AnkerAgg); duckdb: the embedded DuckDB, for queries it answers exactly as PostgreSQL would (EXPLAIN shows which).".as_ptr(),
+            &raw mut ENGINE,
+            Engine::Postgres as i32,
+            (&raw const ENGINES).cast(),
+            pg_sys::GucContext::PGC_USERSET,
+            0,
+            None,
+            None,
+            None,
+        );
+        pg_sys::DefineCustomIntVariable(
+            c"anker.olap_threads".as_ptr(),
+            c"Threads DuckDB uses for one query.".as_ptr(),
+            std::ptr::null(),
+            &raw mut THREADS,
+            1,
+            1,
+            64,
+            pg_sys::GucContext::PGC_USERSET,
+            0,
+            None,
+            None,
+            None,
+        );
+        pg_sys::DefineCustomIntVariable(
+            c"anker.olap_memory_limit".as_ptr(),
+            c"Memory DuckDB may use for one backend's queries.".as_ptr(),
+            c"A query that needs more fails with SQLSTATE 53200.".as_ptr(),
+            &raw mut MEMORY_LIMIT_MB,
+            1024,
+            16,
+            i32::MAX,
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GUC_UNIT_MB as i32,
+            None,
+            None,
+            None,
+        );
+    }
+    handover::install();
+    node::install();
+}
+
+/// This backend's DuckDB database and the settings it was last given.
+struct Database {
+    db: duckdb_database,
+    threads: i32,
+    memory_mb: i32,
+}
+
+static mut DATABASE: Option<Database> = None;
+
+/// Run `f` with every signal blocked in this thread, so that threads DuckDB starts
+/// meanwhile inherit a full mask and PostgreSQL's signals always reach the backend's own
+/// thread, whose handlers expect to run there.
+fn with_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: plain signal-mask calls on this thread.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+        let r = f();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        r
+    }
+}
+
+/// A new connection to this backend's DuckDB, with `anker.olap_threads` and
+/// `anker.olap_memory_limit` applied. The database is created on first use.
+fn connect() -> Result<Connection, String> {
+    // SAFETY: backend-thread only; DATABASE is this process's.
+    unsafe {
+        let (threads, memory_mb) = (THREADS, MEMORY_LIMIT_MB);
+        let d = &mut *(&raw mut DATABASE);
+        if d.is_none() {
+            *d = Some(with_signals_blocked(|| open(threads, memory_mb))?);
+        }
+        let d = d.as_mut().expect("opened");
+        let mut con = std::ptr::null_mut();
+        if duckdb_connect(d.db, &mut con) != SUCCESS {
+            return Err("anker: cannot connect to DuckDB".into());
+        }
+        let con = Connection(con);
+        if d.threads != threads || d.memory_mb != memory_mb {
+            with_signals_blocked(|| con.execute(&format!("SET threads = {threads}; SET memory_limit = '{memory_mb}MB'")))?;
+            d.threads = threads;
+            d.memory_mb = memory_mb;
+        }
+        Ok(con)
+    }
+}
+
+/// Open an in-memory DuckDB that reads nothing but anker tables.
+unsafe fn open(threads: i32, memory_mb: i32) -> Result<Database, String> {
+    let mut config = std::ptr::null_mut();
+    if duckdb_create_config(&mut config) != SUCCESS {
+        return Err("anker: cannot configure DuckDB".into());
+    }
+    let settings = [
+        ("threads", threads.to_string()),
+        ("memory_limit", format!("{memory_mb}MB")),
+        // No files, no network, no extensions fetched: DuckDB only reads what anker gives it.
+        ("enable_external_access", "false".into()),
+        ("autoinstall_known_extensions", "false".into()),
+        ("autoload_known_extensions", "false".into()),
+        // PostgreSQL's NULL order: last ascending, first descending.
+        ("default_null_order", "nulls_last_on_asc_first_on_desc".into()),
+    ];
+    for (name, value) in &settings {
+        let (n, v) = (cstring(name), cstring(value));
+        if duckdb_set_config(config, n.as_ptr(), v.as_ptr()) != SUCCESS {
+            duckdb_destroy_config(&mut config);
+            return Err(format!("anker: DuckDB refused the setting {name} = {value}"));
+        }
+    }
+    let mut db = std::ptr::null_mut();
+    let mut err: *mut std::ffi::c_char = std::ptr::null_mut();
+    let ok = duckdb_open_ext(std::ptr::null(), &mut db, config, &mut err) == SUCCESS;
+    duckdb_destroy_config(&mut config);
+    if !ok {
+        let msg = text(err);
+        duckdb_free(err as *mut std::ffi::c_void);
+        return Err(format!("anker: cannot open DuckDB: {msg}"));
+    }
+    duckdb_add_replacement_scan(db, Some(scan::replace_table), std::ptr::null_mut(), None);
+    let mut con = std::ptr::null_mut();
+    if duckdb_connect(db, &mut con) != SUCCESS {
+        return Err("anker: cannot connect to DuckDB".into());
+    }
+    let con = Connection(con);
+    scan::register_function(con.0)?;
+    Ok(Database { db, threads, memory_mb })
+}
+
+/// DuckDB's version, for EXPLAIN.
+pub fn version() -> String {
+    // SAFETY: returns a static string.
+    text(unsafe { duckdb_library_version() })
+}

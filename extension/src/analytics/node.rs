@@ -1,0 +1,420 @@
+//! `AnkerDuckDB`: the plan node of a query DuckDB runs. It prepares the anker tables the
+//! query reads (visibility on the backend's thread, see [`scan`]), runs the query in
+//! DuckDB, checking for cancellation between DuckDB's tasks, and returns DuckDB's rows
+//! converted to the types PostgreSQL planned.
+
+use super::duckdb::{self as ddb, Chunk, Connection, LogicalType, Pending, Prepared, QueryResult};
+use super::handover::Handover;
+use super::scan::{self, Input};
+use super::connect;
+use crate::scan_node::{list_cells, new_scan_state};
+use anker_engine::decimal;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
+use std::collections::HashMap;
+use std::ffi::CStr;
+
+const NAME: &CStr = c"AnkerDuckDB";
+
+static mut SCAN_METHODS: pg_sys::CustomScanMethods =
+    pg_sys::CustomScanMethods { CustomName: NAME.as_ptr(), CreateCustomScanState: Some(create_state) };
+
+static mut EXEC_METHODS: pg_sys::CustomExecMethods = pg_sys::CustomExecMethods {
+    CustomName: NAME.as_ptr(),
+    BeginCustomScan: Some(begin),
+    ExecCustomScan: Some(exec),
+    EndCustomScan: Some(end),
+    ReScanCustomScan: Some(rescan),
+    MarkPosCustomScan: None,
+    RestrPosCustomScan: None,
+    EstimateDSMCustomScan: None,
+    InitializeDSMCustomScan: None,
+    ReInitializeDSMCustomScan: None,
+    InitializeWorkerCustomScan: None,
+    ShutdownCustomScan: None,
+    ExplainCustomScan: Some(explain),
+};
+
+pub fn install() {
+    // SAFETY: registration during postmaster start-up.
+    unsafe { pg_sys::RegisterCustomScanMethods(&raw const SCAN_METHODS) };
+}
+
+/// `custom_private`: the SQL text, then per table its relation id, its name in the text,
+/// and the list of attributes read (0-based).
+const P_SQL: usize = 0;
+const P_RELIDS: usize = 1;
+const P_NAMES: usize = 2;
+const P_ATTS: usize = 3;
+
+/// The plan node for `handover`, returning the columns of `parse`'s target list.
+pub unsafe fn plan_node(handover: &Handover, parse: *mut pg_sys::Query) -> *mut pg_sys::CustomScan {
+    let cs = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomScan>()) as *mut pg_sys::CustomScan;
+    (*cs).scan.plan.type_ = pg_sys::NodeTag::T_CustomScan;
+    (*cs).methods = &raw const SCAN_METHODS;
+    let mut tlist = std::ptr::null_mut();
+    let mut scan_tlist = std::ptr::null_mut();
+    let mut resno = 0i16;
+    for c in list_cells((*parse).targetList) {
+        let tle = c.ptr_value as *mut pg_sys::TargetEntry;
+        if (*tle).resjunk {
+            continue;
+        }
+        resno += 1;
+        let e = (*tle).expr as *const pg_sys::Node;
+        let (typid, typmod, coll) = (pg_sys::exprType(e), pg_sys::exprTypmod(e), pg_sys::exprCollation(e));
+        let var = pg_sys::makeVar(pg_sys::INDEX_VAR, resno, typid, typmod, coll, 0);
+        tlist = pg_sys::lappend(tlist, pg_sys::makeTargetEntry(var as *mut pg_sys::Expr, resno, (*tle).resname, false) as *mut std::ffi::c_void);
+        // The scan tuple's columns. A typed NULL rather than a Var: EXPLAIN VERBOSE
+        // resolves INDEX_VAR through this list, and a Var here would refer to itself.
+        let (mut len, mut byval) = (0i16, false);
+        pg_sys::get_typlenbyval(typid, &mut len, &mut byval);
+        let placeholder = pg_sys::makeConst(typid, typmod, coll, len as i32, pg_sys::Datum::from(0usize), true, byval);
+        scan_tlist = pg_sys::lappend(scan_tlist, pg_sys::makeTargetEntry(placeholder as *mut pg_sys::Expr, resno, (*tle).resname, false) as *mut std::ffi::c_void);
+    }
+    (*cs).scan.plan.targetlist = tlist;
+    (*cs).custom_scan_tlist = scan_tlist;
+    let sql = pg_sys::makeString(pg_sys::pstrdup(ddb::cstring(&handover.sql).as_ptr()));
+    let mut relids = std::ptr::null_mut();
+    let mut names = std::ptr::null_mut();
+    let mut atts = std::ptr::null_mut();
+    for (relid, name, cols) in &handover.tables {
+        relids = pg_sys::lappend_oid(relids, *relid);
+        names = pg_sys::lappend(names, pg_sys::makeString(pg_sys::pstrdup(ddb::cstring(name).as_ptr())) as *mut std::ffi::c_void);
+        let mut l = std::ptr::null_mut();
+        for &a in cols {
+            l = pg_sys::lappend_int(l, a as i32);
+        }
+        atts = pg_sys::lappend(atts, l as *mut std::ffi::c_void);
+    }
+    let mut private = std::ptr::null_mut();
+    private = pg_sys::lappend(private, sql as *mut std::ffi::c_void);
+    private = pg_sys::lappend(private, relids as *mut std::ffi::c_void);
+    private = pg_sys::lappend(private, names as *mut std::ffi::c_void);
+    private = pg_sys::lappend(private, atts as *mut std::ffi::c_void);
+    (*cs).custom_private = private;
+    cs
+}
+
+/// A query running in DuckDB. Owned by the executor state through a pointer, and freed
+/// by [`end`] or, after an error, by the query memory context's reset callback.
+struct Running {
+    /// Inputs registered for DuckDB, and the scans holding their snapshots.
+    inputs: Vec<i64>,
+    scans: Vec<(pg_sys::Relation, pg_sys::TableScanDesc)>,
+    // Field order is drop order: the result before the statement and the connection.
+    chunk: Option<Chunk>,
+    row: usize,
+    result: Option<QueryResult>,
+    types: Vec<LogicalType>,
+    prepared: Option<Prepared>,
+    con: Option<Connection>,
+    rows_in: u64,
+    elapsed_ms: f64,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.chunk = None;
+        self.result = None;
+        self.prepared = None;
+        self.con = None;
+        for &id in &self.inputs {
+            scan::unregister(id);
+        }
+    }
+}
+
+#[repr(C)]
+struct State {
+    css: pg_sys::CustomScanState,
+    running: *mut Running,
+    done: bool,
+    /// The memory context callback that frees `running` after an error.
+    callback: *mut pg_sys::MemoryContextCallback,
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn create_state(cscan: *mut pg_sys::CustomScan) -> *mut pg_sys::Node {
+    new_scan_state(std::mem::size_of::<State>(), cscan, &raw const EXEC_METHODS)
+}
+
+unsafe fn private(node: *mut pg_sys::CustomScanState, i: usize) -> *mut std::ffi::c_void {
+    let cscan = (*node).ss.ps.plan as *mut pg_sys::CustomScan;
+    list_cells((*cscan).custom_private)[i].ptr_value
+}
+
+unsafe fn sql_of(node: *mut pg_sys::CustomScanState) -> String {
+    let s = private(node, P_SQL) as *mut pg_sys::String;
+    CStr::from_ptr((*s).sval).to_string_lossy().into_owned()
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *mut pg_sys::EState, _eflags: i32) {
+    let s = node as *mut State;
+    // Free what DuckDB holds if the query ends in an error (end is not called then).
+    let cb = pg_sys::MemoryContextAllocZero((*estate).es_query_cxt, std::mem::size_of::<pg_sys::MemoryContextCallback>())
+        as *mut pg_sys::MemoryContextCallback;
+    (*cb).func = Some(release_callback);
+    (*cb).arg = s as *mut std::ffi::c_void;
+    pg_sys::MemoryContextRegisterResetCallback((*estate).es_query_cxt, cb);
+    (*s).callback = cb;
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn release_callback(arg: *mut std::ffi::c_void) {
+    release(arg as *mut State);
+}
+
+/// Free the running query: DuckDB's objects, the registry entries, the snapshots.
+unsafe fn release(s: *mut State) {
+    if (*s).running.is_null() {
+        return;
+    }
+    let r = Box::from_raw((*s).running);
+    (*s).running = std::ptr::null_mut();
+    let scans: Vec<_> = r.scans.clone();
+    drop(r);
+    for (rel, sd) in scans {
+        crate::tam::scan::scan_end(sd);
+        pg_sys::RelationClose(rel);
+    }
+}
+
+/// Prepare the tables, run the query in DuckDB up to its first rows.
+unsafe fn start(s: *mut State) {
+    let node = s as *mut pg_sys::CustomScanState;
+    let estate = (*node).ss.ps.state;
+    let started = std::time::Instant::now();
+    let mut running = Box::new(Running {
+        inputs: vec![],
+        scans: vec![],
+        chunk: None,
+        row: 0,
+        result: None,
+        types: vec![],
+        prepared: None,
+        con: None,
+        rows_in: 0,
+        elapsed_ms: 0.0,
+    });
+    let relids: Vec<pg_sys::Oid> = list_cells(private(node, P_RELIDS) as *mut pg_sys::List).iter().map(|c| c.oid_value).collect();
+    let names: Vec<String> = list_cells(private(node, P_NAMES) as *mut pg_sys::List)
+        .iter()
+        .map(|c| CStr::from_ptr((*(c.ptr_value as *mut pg_sys::String)).sval).to_string_lossy().into_owned())
+        .collect();
+    let atts: Vec<Vec<usize>> = list_cells(private(node, P_ATTS) as *mut pg_sys::List)
+        .iter()
+        .map(|c| list_cells(c.ptr_value as *mut pg_sys::List).iter().map(|a| a.int_value as usize).collect())
+        .collect();
+    let mut by_name = HashMap::new();
+    // Owned by `s` from here on: an error below frees what was set up so far.
+    (*s).running = Box::into_raw(running);
+    running = Box::from_raw((*s).running);
+    for ((relid, name), cols) in relids.iter().zip(&names).zip(&atts) {
+        let rel = pg_sys::RelationIdGetRelation(*relid);
+        let mut input = Input::describe(rel);
+        let sd = input.collect(rel, cols, estate);
+        running.rows_in += input.rows();
+        running.scans.push((rel, sd));
+        let id = scan::register(input);
+        running.inputs.push(id);
+        by_name.insert(name.clone(), id);
+    }
+    let outcome = (|| -> Result<(), (u32, String)> {
+        let con = connect().map_err(|e| (0, e))?;
+        scan::set_names(by_name);
+        let prepared = Prepared::new(con.0, &sql_of(node));
+        scan::set_names(HashMap::new());
+        let prepared = prepared.map_err(|e| (0, e))?;
+        running.types = prepared.column_types();
+        let mut pending = Pending(std::ptr::null_mut());
+        if ddb::duckdb_pending_prepared_streaming(prepared.0, &mut pending.0) != ddb::SUCCESS {
+            return Err((0, ddb::text(ddb::duckdb_pending_error(pending.0))));
+        }
+        // DuckDB works in tasks; between two, honour a cancel or timeout.
+        loop {
+            if pg_sys::InterruptPending != 0 {
+                ddb::duckdb_interrupt(con.0);
+            }
+            match ddb::duckdb_pending_execute_task(pending.0) {
+                ddb::PENDING_RESULT_READY | ddb::PENDING_ERROR => break,
+                _ => {}
+            }
+        }
+        let mut result = QueryResult(ddb::duckdb_result::EMPTY);
+        if ddb::duckdb_execute_pending(pending.0, &mut result.0) != ddb::SUCCESS {
+            let (kind, msg) = result.error();
+            return Err((kind, msg));
+        }
+        running.result = Some(result);
+        running.prepared = Some(prepared);
+        running.con = Some(con);
+        Ok(())
+    })();
+    running.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+    (*s).running = Box::into_raw(running);
+    if let Err((kind, msg)) = outcome {
+        release(s);
+        pg_sys::check_for_interrupts!();
+        raise(kind, &msg);
+    }
+}
+
+fn fail(code: PgSqlErrorCode, msg: &str) -> ! {
+    ereport!(ERROR, code, msg.to_string());
+}
+
+/// A DuckDB error as a PostgreSQL error with the SQLSTATE PostgreSQL would use.
+fn raise(kind: ddb::duckdb_error_type, msg: &str) -> ! {
+    let code = match kind {
+        ddb::ERROR_DIVIDE_BY_ZERO => PgSqlErrorCode::ERRCODE_DIVISION_BY_ZERO,
+        ddb::ERROR_OUT_OF_RANGE | ddb::ERROR_DECIMAL => PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        ddb::ERROR_CONVERSION => PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+        ddb::ERROR_OUT_OF_MEMORY => PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+        ddb::ERROR_INTERRUPT => PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
+        _ if msg.contains("More than one row returned by a subquery") => PgSqlErrorCode::ERRCODE_CARDINALITY_VIOLATION,
+        _ => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+    };
+    fail(code, &format!("anker: DuckDB: {msg}"))
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot {
+    let s = node as *mut State;
+    if (*s).done {
+        return std::ptr::null_mut();
+    }
+    if (*s).running.is_null() {
+        start(s);
+    }
+    let r = &mut *(*s).running;
+    let slot = (*node).ss.ss_ScanTupleSlot;
+    pg_sys::ExecClearTuple(slot);
+    if r.chunk.as_ref().is_none_or(|c| r.row >= c.len()) {
+        pg_sys::check_for_interrupts!();
+        r.chunk = None;
+        let c = ddb::duckdb_fetch_chunk(r.result.as_ref().expect("started").0);
+        if c.is_null() {
+            let (kind, msg) = r.result.as_mut().expect("started").error();
+            if !msg.is_empty() {
+                release(s);
+                raise(kind, &msg);
+            }
+            (*s).done = true;
+            return std::ptr::null_mut();
+        }
+        r.chunk = Some(Chunk(c));
+        r.row = 0;
+        if r.chunk.as_ref().is_some_and(|c| c.len() == 0) {
+            (*s).done = true;
+            return std::ptr::null_mut();
+        }
+    }
+    let econtext = (*node).ss.ps.ps_ExprContext;
+    pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+    let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
+    let desc = (*slot).tts_tupleDescriptor;
+    let chunk = r.chunk.as_ref().expect("a chunk");
+    for (i, t) in r.types.iter().enumerate() {
+        let att = &crate::datum::attrs(desc)[i];
+        let (d, isnull) = value(chunk.vector(i), r.row, t, att.atttypid, att.atttypmod);
+        *(*slot).tts_values.add(i) = d;
+        *(*slot).tts_isnull.add(i) = isnull;
+    }
+    pg_sys::MemoryContextSwitchTo(old);
+    r.row += 1;
+    pg_sys::ExecStoreVirtualTuple(slot);
+    slot
+}
+
+/// Convert value `row` of DuckDB vector `v` (of type `t`) to a datum of PostgreSQL's type
+/// `typid`/`typmod`, in the current memory context; (datum, is NULL).
+unsafe fn value(v: ddb::duckdb_vector, row: usize, t: &LogicalType, typid: pg_sys::Oid, typmod: i32) -> (pg_sys::Datum, bool) {
+    let validity = ddb::duckdb_vector_get_validity(v);
+    if !validity.is_null() && *validity.add(row / 64) & (1u64 << (row % 64)) == 0 {
+        return (pg_sys::Datum::from(0usize), true);
+    }
+    let data = ddb::duckdb_vector_get_data(v);
+    let d = match t.id() {
+        ddb::TYPE_BOOLEAN => pg_sys::Datum::from(*(data as *const bool).add(row)),
+        ddb::TYPE_SMALLINT => pg_sys::Datum::from(*(data as *const i16).add(row)),
+        ddb::TYPE_INTEGER => pg_sys::Datum::from(*(data as *const i32).add(row)),
+        ddb::TYPE_BIGINT => pg_sys::Datum::from(*(data as *const i64).add(row)),
+        ddb::TYPE_FLOAT => pg_sys::Datum::from((*(data as *const f32).add(row)).to_bits()),
+        ddb::TYPE_DOUBLE => pg_sys::Datum::from((*(data as *const f64).add(row)).to_bits()),
+        ddb::TYPE_DATE => pg_sys::Datum::from(match *(data as *const i32).add(row) {
+            i32::MAX => i32::MAX,
+            d if d == -i32::MAX => i32::MIN,
+            d => d - 10_957,
+        }),
+        ddb::TYPE_TIMESTAMP => pg_sys::Datum::from(match *(data as *const i64).add(row) {
+            i64::MAX => i64::MAX,
+            t if t == -i64::MAX => i64::MIN,
+            t => t - 946_684_800_000_000,
+        }),
+        ddb::TYPE_HUGEINT => {
+            let units = *(data as *const i128).add(row);
+            if typid == pg_sys::INT8OID {
+                match i64::try_from(units) {
+                    Ok(v) => pg_sys::Datum::from(v),
+                    Err(_) => fail(PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE, "bigint out of range"),
+                }
+            } else {
+                crate::agg_node::numeric_datum(&decimal::literal(units, 0))
+            }
+        }
+        ddb::TYPE_DECIMAL => {
+            let (_, scale) = t.decimal_shape();
+            let units = match t.decimal_storage() {
+                ddb::TYPE_SMALLINT => *(data as *const i16).add(row) as i128,
+                ddb::TYPE_INTEGER => *(data as *const i32).add(row) as i128,
+                ddb::TYPE_BIGINT => *(data as *const i64).add(row) as i128,
+                _ => *(data as *const i128).add(row),
+            };
+            crate::agg_node::numeric_datum(&decimal::literal(units, scale as u32))
+        }
+        ddb::TYPE_VARCHAR => {
+            let s = (*(data as *const ddb::duckdb_string_t).add(row)).bytes();
+            if typid == pg_sys::BPCHAROID {
+                // char(n)'s input function puts the trailing blanks back.
+                let cs = std::ffi::CString::new(s).unwrap_or_default();
+                pg_sys::OidInputFunctionCall(pg_sys::Oid::from(pg_sys::F_BPCHARIN), cs.as_ptr() as *mut _, pg_sys::InvalidOid, typmod)
+            } else {
+                pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(s.as_ptr() as *const std::ffi::c_char, s.len() as i32))
+            }
+        }
+        other => fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, &format!("anker: DuckDB returned a value of type {other}")),
+    };
+    (d, false)
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn end(node: *mut pg_sys::CustomScanState) {
+    release(node as *mut State);
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
+    // Run the query again from the start (a new snapshot of the tables).
+    let s = node as *mut State;
+    release(s);
+    (*s).done = false;
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, _ancestors: *mut pg_sys::List, es: *mut pg_sys::ExplainState) {
+    let s = node as *mut State;
+    let version = ddb::cstring(&super::version());
+    pg_sys::ExplainPropertyText(c"DuckDB".as_ptr(), version.as_ptr(), es);
+    let sql = ddb::cstring(&sql_of(node));
+    pg_sys::ExplainPropertyText(c"DuckDB Query".as_ptr(), sql.as_ptr(), es);
+    if !(*s).running.is_null() && (*es).analyze {
+        let r = &*(*s).running;
+        pg_sys::ExplainPropertyInteger(c"Rows Read".as_ptr(), std::ptr::null(), r.rows_in as i64, es);
+        if (*es).timing {
+            pg_sys::ExplainPropertyFloat(c"DuckDB Time".as_ptr(), c"ms".as_ptr(), r.elapsed_ms, 3, es);
+        }
+    }
+}
