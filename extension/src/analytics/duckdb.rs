@@ -124,6 +124,7 @@ extern "C" {
     pub fn duckdb_fetch_chunk(r: duckdb_result) -> duckdb_data_chunk;
 
     pub fn duckdb_data_chunk_get_size(c: duckdb_data_chunk) -> idx_t;
+    pub fn duckdb_data_chunk_get_column_count(c: duckdb_data_chunk) -> idx_t;
     pub fn duckdb_data_chunk_set_size(c: duckdb_data_chunk, n: idx_t);
     pub fn duckdb_data_chunk_get_vector(c: duckdb_data_chunk, col: idx_t) -> duckdb_vector;
     pub fn duckdb_destroy_data_chunk(c: *mut duckdb_data_chunk);
@@ -322,6 +323,39 @@ impl Connection {
             Ok(())
         } else {
             Err(r.error().1)
+        }
+    }
+}
+
+impl Connection {
+    /// Run a query whose columns are all VARCHAR (EXPLAIN's); its rows.
+    pub fn strings(&self, sql: &str) -> Result<Vec<Vec<String>>, String> {
+        let csql = cstring(sql);
+        let mut r = QueryResult(duckdb_result::EMPTY);
+        // SAFETY: a live connection; r and the chunks are destroyed by their owners.
+        unsafe {
+            if duckdb_query(self.0, csql.as_ptr(), &mut r.0) != SUCCESS {
+                return Err(r.error().1);
+            }
+            let mut rows = vec![];
+            loop {
+                let c = duckdb_fetch_chunk(r.0);
+                if c.is_null() {
+                    break;
+                }
+                let chunk = Chunk(c);
+                let ncols = duckdb_data_chunk_get_column_count(chunk.0) as usize;
+                for row in 0..chunk.len() {
+                    let mut values = vec![];
+                    for col in 0..ncols {
+                        let v = chunk.vector(col);
+                        let s = &*(duckdb_vector_get_data(v) as *const duckdb_string_t).add(row);
+                        values.push(String::from_utf8_lossy(s.bytes()).into_owned());
+                    }
+                    rows.push(values);
+                }
+            }
+            Ok(rows)
         }
     }
 }

@@ -27,18 +27,46 @@ static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
 /// Why the last query planned with `anker.olap_engine = duckdb` stayed in PostgreSQL.
 static mut LAST_REFUSAL: Option<String> = None;
 
+static mut PREV_EXPLAIN: pg_sys::ExplainOneQuery_hook_type = None;
+
 pub fn install() {
     // SAFETY: hook chaining during postmaster start-up.
     unsafe {
         PREV_PLANNER = pg_sys::planner_hook;
         pg_sys::planner_hook = Some(plan);
+        PREV_EXPLAIN = pg_sys::ExplainOneQuery_hook;
+        pg_sys::ExplainOneQuery_hook = Some(explain_one);
     }
 }
 
-/// The reason the last query planned with DuckDB enabled was not handed over, if any.
-pub fn last_refusal() -> Option<String> {
-    // SAFETY: backend-local state.
-    unsafe { (*(&raw const LAST_REFUSAL)).clone() }
+/// EXPLAIN of a query planned with `anker.olap_engine = duckdb` that stayed in
+/// PostgreSQL ends with the reason (text format): what PostgreSQL's own ExplainOneQuery
+/// does, then one line.
+#[pg_guard]
+unsafe extern "C-unwind" fn explain_one(
+    query: *mut pg_sys::Query,
+    cursor_options: i32,
+    into: *mut pg_sys::IntoClause,
+    es: *mut pg_sys::ExplainState,
+    query_string: *const std::ffi::c_char,
+    params: pg_sys::ParamListInfo,
+    query_env: *mut pg_sys::QueryEnvironment,
+) {
+    if let Some(prev) = PREV_EXPLAIN {
+        return prev(query, cursor_options, into, es, query_string, params, query_env);
+    }
+    *(&raw mut LAST_REFUSAL) = None;
+    let started = std::time::Instant::now();
+    let stmt = pg_sys::pg_plan_query(query, query_string, cursor_options, params);
+    let took = started.elapsed();
+    let planning = pg_sys::instr_time { tv_sec: took.as_secs() as _, tv_nsec: took.subsec_nanos() as _ };
+    pg_sys::ExplainOnePlan(stmt, into, es, query_string, params, query_env, &planning, std::ptr::null());
+    if let Some(reason) = (*(&raw const LAST_REFUSAL)).clone() {
+        if (*es).format == pg_sys::ExplainFormat::EXPLAIN_FORMAT_TEXT {
+            let line = super::duckdb::cstring(&format!("DuckDB not used: {reason}\n"));
+            pg_sys::appendStringInfoString((*es).str_, line.as_ptr());
+        }
+    }
 }
 
 #[pg_guard]
@@ -55,23 +83,24 @@ unsafe extern "C-unwind" fn plan(
     if engine() != Engine::DuckDb || !crate::shmem::is_loaded() || (*parse).commandType != pg_sys::CmdType::CMD_SELECT {
         return standard(parse);
     }
+    *(&raw mut LAST_REFUSAL) = None;
     let mut check = Check::default();
     check.query(parse);
     if check.tables.is_empty() && check.reason.is_none() {
         return standard(parse); // no anker table: not ours to judge
     }
-    let taken = match check.reason.take() {
-        Some(r) => Err(r),
-        None => prepare(parse, &check),
-    };
-    match taken {
+    if let Some(r) = check.reason.take() {
+        *(&raw mut LAST_REFUSAL) = Some(r);
+        return standard(parse);
+    }
+    // PostgreSQL plans the query first: its PlannedStmt carries the flattened range table
+    // (permission checks, locks) and the relation and function dependencies (plan
+    // invalidation), and its plan the join order DuckDB is told to follow. Only the plan
+    // tree is replaced.
+    let stmt = standard(pg_sys::copyObjectImpl(parse as *const std::ffi::c_void) as *mut pg_sys::Query);
+    let pg_plan = (*stmt).planTree;
+    match prepare(parse, &check, pg_plan) {
         Ok(handover) => {
-            *(&raw mut LAST_REFUSAL) = None;
-            // PostgreSQL plans the query too: its PlannedStmt carries the flattened range
-            // table (permission checks, locks), relation and function dependencies (plan
-            // invalidation); only its plan tree is replaced.
-            let stmt = standard(pg_sys::copyObjectImpl(parse as *const std::ffi::c_void) as *mut pg_sys::Query);
-            let pg_plan = (*stmt).planTree;
             let cscan = super::node::plan_node(&handover, parse);
             (*cscan).scan.plan.startup_cost = (*pg_plan).startup_cost;
             (*cscan).scan.plan.total_cost = (*pg_plan).total_cost;
@@ -81,13 +110,10 @@ unsafe extern "C-unwind" fn plan(
             (*stmt).subplans = std::ptr::null_mut();
             (*stmt).parallelModeNeeded = false;
             (*stmt).jitFlags = 0;
-            stmt
         }
-        Err(reason) => {
-            *(&raw mut LAST_REFUSAL) = Some(reason);
-            standard(parse)
-        }
+        Err(reason) => *(&raw mut LAST_REFUSAL) = Some(reason),
     }
+    stmt
 }
 
 /// A query DuckDB takes: its text and the anker tables it reads.
@@ -95,11 +121,19 @@ pub struct Handover {
     pub sql: String,
     /// Each table: relation, the name the text uses, the attributes read (0-based).
     pub tables: Vec<(pg_sys::Oid, String, Vec<usize>)>,
+    /// The FROM list follows PostgreSQL's join order, which DuckDB keeps.
+    pub ordered: bool,
 }
 
-/// Deparse `parse`, let DuckDB prepare it and compare its result types with PostgreSQL's.
-unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check) -> Result<Handover, String> {
+/// Deparse `parse` (its FROM list in the join order of PostgreSQL's plan `pg_plan`, if
+/// that plan joins exactly the FROM list's tables), let DuckDB prepare it and compare its
+/// result types with PostgreSQL's.
+unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, pg_plan: *mut pg_sys::Plan) -> Result<Handover, String> {
     let copy = pg_sys::copyObjectImpl(parse as *const std::ffi::c_void) as *mut pg_sys::Query;
+    let ordered = follow_join_order(copy, pg_plan);
+    if !ordered && list_cells((*(*copy).jointree).fromlist).len() >= 3 {
+        return Err("DuckDB would choose the join order without statistics, and PostgreSQL's plan cannot be followed".into());
+    }
     let sql = CStr::from_ptr(pg_sys::pg_get_querydef(copy, false)).to_string_lossy().into_owned();
     let mut tables = vec![];
     let mut names: HashMap<String, i64> = HashMap::new();
@@ -120,6 +154,7 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check) -> Result<Handover, 
     }
     let result = (|| {
         let con = connect()?;
+        set_join_order(&con, ordered)?;
         scan::set_names(names);
         let prepared = ddb::Prepared::new(con.0, &sql);
         scan::set_names(HashMap::new());
@@ -129,7 +164,138 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check) -> Result<Handover, 
     for id in ids {
         scan::unregister(id);
     }
-    result.map(|_| Handover { sql, tables })
+    result.map(|_| Handover { sql, tables, ordered })
+}
+
+/// DuckDB has no statistics of anker's columns (its C API cannot pass them), so its join
+/// order optimizer guesses distinct counts and can pick joins whose results explode (all
+/// of stock with all of customer on a warehouse id, in CH-benCHmark Q5). PostgreSQL's
+/// planner has the statistics: when its plan joins the tables of the FROM list and nothing
+/// else, list them in its order and have DuckDB keep that order (its filter pushdown still
+/// turns the WHERE clause into the joins' conditions).
+pub unsafe fn set_join_order(con: &super::duckdb::Connection, ordered: bool) -> Result<(), String> {
+    con.execute(if ordered { "SET disabled_optimizers = 'join_order'" } else { "RESET disabled_optimizers" })
+}
+
+/// Reorder `q`'s FROM list as the leaves of `plan`; whether it did.
+unsafe fn follow_join_order(q: *mut pg_sys::Query, plan: *mut pg_sys::Plan) -> bool {
+    let from = list_cells((*(*q).jointree).fromlist);
+    if from.len() < 3 || from.iter().any(|c| (*(c.ptr_value as *mut pg_sys::Node)).type_ != pg_sys::NodeTag::T_RangeTblRef) {
+        return false;
+    }
+    let mut leaves = vec![];
+    if !plan_leaves(plan, &mut leaves) {
+        return false;
+    }
+    let mut listed: Vec<i32> = from.iter().map(|c| (*(c.ptr_value as *mut pg_sys::RangeTblRef)).rtindex).collect();
+    let mut order = leaves.clone();
+    listed.sort_unstable();
+    order.sort_unstable();
+    if listed != order || !connected(q, &leaves) {
+        return false;
+    }
+    let mut fromlist = std::ptr::null_mut();
+    for rtindex in leaves {
+        let r = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblRef>()) as *mut pg_sys::RangeTblRef;
+        (*r).type_ = pg_sys::NodeTag::T_RangeTblRef;
+        (*r).rtindex = rtindex;
+        fromlist = pg_sys::lappend(fromlist, r as *mut std::ffi::c_void);
+    }
+    (*(*q).jointree).fromlist = fromlist;
+    true
+}
+
+/// Does every table of `order` after the first share a WHERE condition with one before it
+/// (so that joining them left-deep in this order needs no cross product)? Equalities are
+/// transitive, as they are to both planners: `a.x = b.y AND b.y = c.z` joins a and c.
+unsafe fn connected(q: *mut pg_sys::Query, order: &[i32]) -> bool {
+    let conjuncts = pg_sys::make_ands_implicit((*(*q).jointree).quals as *mut pg_sys::Expr);
+    // Groups of relations a condition, or a class of equal expressions, spans.
+    let mut groups: Vec<*mut pg_sys::Bitmapset> = vec![];
+    let mut classes: Vec<(Vec<String>, *mut pg_sys::Bitmapset)> = vec![];
+    for c in list_cells(conjuncts) {
+        let clause = c.ptr_value as *mut pg_sys::Node;
+        groups.push(pg_sys::pull_varnos(std::ptr::null_mut(), clause));
+        if (*clause).type_ != pg_sys::NodeTag::T_OpExpr || opname((*(clause as *mut pg_sys::OpExpr)).opno) != "=" {
+            continue;
+        }
+        let args = list_cells((*(clause as *mut pg_sys::OpExpr)).args);
+        if args.len() != 2 {
+            continue;
+        }
+        let keys: Vec<String> = args.iter().map(|a| expression_key(a.ptr_value as *mut pg_sys::Node)).collect();
+        let mut merged = (keys.clone(), groups[groups.len() - 1]);
+        classes.retain(|(members, rels)| {
+            if members.iter().any(|m| keys.contains(m)) {
+                merged.0.extend(members.iter().cloned());
+                merged.1 = pg_sys::bms_union(merged.1, *rels);
+                false
+            } else {
+                true
+            }
+        });
+        classes.push(merged);
+    }
+    groups.extend(classes.iter().map(|(_, rels)| *rels));
+    (1..order.len()).all(|i| {
+        groups.iter().any(|&v| pg_sys::bms_is_member(order[i], v) && order[..i].iter().any(|&e| pg_sys::bms_is_member(e, v)))
+    })
+}
+
+/// An expression as text, without the query-text locations its nodes carry (the same
+/// column written twice must compare equal).
+unsafe fn expression_key(e: *mut pg_sys::Node) -> String {
+    let text = CStr::from_ptr(pg_sys::nodeToString(e as *const std::ffi::c_void)).to_string_lossy().into_owned();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find(":location ") {
+        out.push_str(&rest[..i]);
+        rest = rest[i + ":location ".len()..].trim_start_matches(|c: char| c == '-' || c.is_ascii_digit());
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The scanned relations of a plan made of joins over scans, in an order DuckDB can join
+/// them left-deep without cross products; false if
+/// the plan has other shapes (sub-queries, appends, semi-joins of pulled-up sub-links
+/// show up as relations outside the FROM list and are caught by the caller).
+unsafe fn plan_leaves(plan: *mut pg_sys::Plan, out: &mut Vec<i32>) -> bool {
+    use pg_sys::NodeTag::*;
+    if plan.is_null() {
+        return true;
+    }
+    match (*plan).type_ {
+        T_SeqScan | T_IndexScan | T_IndexOnlyScan | T_BitmapHeapScan | T_TidScan | T_TidRangeScan | T_SampleScan => {
+            out.push((*(plan as *mut pg_sys::Scan)).scanrelid as i32);
+            true
+        }
+        T_CustomScan if (*(plan as *mut pg_sys::Scan)).scanrelid > 0 => {
+            out.push((*(plan as *mut pg_sys::Scan)).scanrelid as i32);
+            true
+        }
+        // A left-deep order: the side that joins more tables first, then the other
+        // (the caller checks that no table in it comes without a join condition).
+        T_NestLoop | T_HashJoin | T_MergeJoin => {
+            let j = &*(plan as *mut pg_sys::Join);
+            let (mut outer, mut inner) = (vec![], vec![]);
+            if j.jointype != pg_sys::JoinType::JOIN_INNER
+                || !plan_leaves((*plan).lefttree, &mut outer)
+                || !plan_leaves((*plan).righttree, &mut inner)
+            {
+                return false;
+            }
+            if inner.len() > outer.len() {
+                std::mem::swap(&mut outer, &mut inner);
+            }
+            out.extend(outer);
+            out.extend(inner);
+            true
+        }
+        T_Hash | T_Material | T_Memoize | T_Sort | T_IncrementalSort | T_Agg | T_Group | T_Limit | T_Unique | T_Result | T_Gather
+        | T_GatherMerge => plan_leaves((*plan).lefttree, out) && (*plan).righttree.is_null(),
+        _ => false,
+    }
 }
 
 /// Do DuckDB's result columns convert exactly to the types PostgreSQL planned?
@@ -173,7 +339,8 @@ pub fn converts(typid: pg_sys::Oid, typmod: i32, t: &LogicalType) -> bool {
         pg_sys::DATEOID => id == ddb::TYPE_DATE,
         pg_sys::TIMESTAMPOID => id == ddb::TYPE_TIMESTAMP,
         pg_sys::NUMERICOID => match id {
-            ddb::TYPE_HUGEINT => typmod < 0,
+            // sum(int8), and EXTRACT of integer fields: integers of scale 0.
+            ddb::TYPE_HUGEINT | ddb::TYPE_BIGINT => typmod < 0,
             ddb::TYPE_DECIMAL => match Kind::of(typid, typmod) {
                 Some(Kind::Decimal(_, scale)) => t.decimal_shape().1 == scale,
                 _ => typmod < 0,
@@ -336,14 +503,30 @@ impl Check {
                 }
                 return false;
             }
+            // The outputs of an IN (…) sub-query, in its test expression.
+            T_Param if (*(node as *mut pg_sys::Param)).paramkind == pg_sys::ParamKind::PARAM_SUBLINK => return false,
             T_Param => return self.refuse("parameters"),
             T_OpExpr => {
                 let o = &*(node as *mut pg_sys::OpExpr);
                 if !self.collation_ok(o.inputcollid) {
                     return self.refuse("a collation other than C");
                 }
-                if let Some(why) = operator_problem(o.opno) {
+                if let Some(why) = operator_problem(o) {
                     return self.refuse(why);
+                }
+                if is_comparison(o.opno) {
+                    // Scales do not matter to a comparison: integers cast to numeric and
+                    // numeric constants without a fraction are compared exactly.
+                    for c in list_cells(o.args) {
+                        let arg = strip_numeric_cast(c.ptr_value as *mut pg_sys::Node);
+                        if (*arg).type_ == T_Const && (*(arg as *mut pg_sys::Const)).consttype == pg_sys::NUMERICOID {
+                            continue;
+                        }
+                        if walk(arg, self as *mut Check as *mut std::ffi::c_void) {
+                            return true;
+                        }
+                    }
+                    return false;
                 }
             }
             T_FuncExpr => {
@@ -445,11 +628,63 @@ unsafe fn const_problem(c: &pg_sys::Const) -> Option<String> {
     }
 }
 
-/// Why DuckDB cannot take operator `opno`, if it cannot.
-unsafe fn operator_problem(opno: pg_sys::Oid) -> Option<String> {
-    let name = CStr::from_ptr(pg_sys::get_opname(opno)).to_string_lossy().into_owned();
+unsafe fn opname(opno: pg_sys::Oid) -> String {
+    CStr::from_ptr(pg_sys::get_opname(opno)).to_string_lossy().into_owned()
+}
+
+unsafe fn is_comparison(opno: pg_sys::Oid) -> bool {
+    matches!(opname(opno).as_str(), "=" | "<>" | "<" | "<=" | ">" | ">=")
+}
+
+/// `arg` without an integer-to-numeric cast around it.
+unsafe fn strip_numeric_cast(arg: *mut pg_sys::Node) -> *mut pg_sys::Node {
+    if (*arg).type_ == pg_sys::NodeTag::T_FuncExpr {
+        let f = &*(arg as *mut pg_sys::FuncExpr);
+        let args = list_cells(f.args);
+        if f.funcresulttype == pg_sys::NUMERICOID && f.funcformat != pg_sys::CoercionForm::COERCE_EXPLICIT_CALL && args.len() == 1 {
+            let inner = args[0].ptr_value as *mut pg_sys::Node;
+            if matches!(pg_sys::exprType(inner), pg_sys::INT2OID | pg_sys::INT4OID | pg_sys::INT8OID) {
+                return inner;
+            }
+        }
+    }
+    arg
+}
+
+/// A non-NULL constant argument.
+unsafe fn const_arg(args: &[pg_sys::ListCell], i: usize) -> Option<&pg_sys::Const> {
+    let n = args.get(i)?.ptr_value as *mut pg_sys::Node;
+    ((*n).type_ == pg_sys::NodeTag::T_Const && !(*(n as *mut pg_sys::Const)).constisnull).then(|| &*(n as *mut pg_sys::Const))
+}
+
+/// The integer value of an integer constant.
+unsafe fn const_int(c: &pg_sys::Const) -> Option<i64> {
+    let v = c.constvalue.value() as i64;
+    match c.consttype {
+        pg_sys::INT2OID => Some(v as i16 as i64),
+        pg_sys::INT4OID => Some(v as i32 as i64),
+        pg_sys::INT8OID => Some(v),
+        _ => None,
+    }
+}
+
+unsafe fn const_text(c: &pg_sys::Const) -> String {
+    let mut typoutput = pg_sys::InvalidOid;
+    let mut varlena = false;
+    pg_sys::getTypeOutputInfo(c.consttype, &mut typoutput, &mut varlena);
+    CStr::from_ptr(pg_sys::OidOutputFunctionCall(typoutput, c.constvalue)).to_string_lossy().into_owned()
+}
+
+fn is_int(t: pg_sys::Oid) -> bool {
+    matches!(t, pg_sys::INT2OID | pg_sys::INT4OID | pg_sys::INT8OID)
+}
+
+/// Why DuckDB cannot take this operator, if it cannot.
+unsafe fn operator_problem(o: &pg_sys::OpExpr) -> Option<String> {
+    let name = opname(o.opno);
     let (mut l, mut r) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
-    pg_sys::op_input_types(opno, &mut l, &mut r);
+    pg_sys::op_input_types(o.opno, &mut l, &mut r);
+    let args = list_cells(o.args);
     let ok = match name.as_str() {
         "=" | "<>" | "<" | "<=" | ">" | ">=" => {
             (is_number(l) && is_number(r))
@@ -461,10 +696,19 @@ unsafe fn operator_problem(opno: pg_sys::Oid) -> Option<String> {
         // Integer and numeric arithmetic: same types, overflow errors and decimal scales
         // in both engines.
         "+" | "-" | "*" => {
-            let int_or_numeric = |t| matches!(t, pg_sys::INT2OID | pg_sys::INT4OID | pg_sys::INT8OID | pg_sys::NUMERICOID);
+            let int_or_numeric = |t| is_int(t) || t == pg_sys::NUMERICOID;
             (l == pg_sys::InvalidOid || int_or_numeric(l)) && int_or_numeric(r) && (l == r || l == pg_sys::InvalidOid)
         }
-        "~~" | "!~~" => is_text(l) && is_text(r),
+        // Integer remainder truncates in both; DuckDB's is NULL where PostgreSQL's
+        // divides by zero, so only by a non-zero constant.
+        "%" => is_int(l) && l == r && const_arg(args, 1).and_then(|c| const_int(c)).is_some_and(|d| d != 0),
+        "~~" | "!~~" if is_text(l) && is_text(r) => true,
+        // LIKE on char(n) sees the blanks PostgreSQL pads with and DuckDB's copy lacks;
+        // a pattern ending in % without _ or blanks matches both alike.
+        "~~" | "!~~" if l == pg_sys::BPCHAROID && is_text(r) => const_arg(args, 1).is_some_and(|c| {
+            let p = const_text(c);
+            p.ends_with('%') && !p.contains(['_', ' ', '\\'])
+        }),
         _ => false,
     };
     (!ok).then(|| format!("the operator {} ({}, {})", name, type_name_or_none(l), type_name_or_none(r)))
@@ -478,20 +722,48 @@ unsafe fn type_name_or_none(t: pg_sys::Oid) -> String {
     }
 }
 
-/// Why DuckDB cannot take this function call, if it cannot: only widening casts are given.
+/// Why DuckDB cannot take this function call, if it cannot.
 unsafe fn function_problem(f: &pg_sys::FuncExpr) -> Option<String> {
     let args = list_cells(f.args);
-    let widening = f.funcformat != pg_sys::CoercionForm::COERCE_EXPLICIT_CALL && args.len() == 1 && {
-        let from = pg_sys::exprType(args[0].ptr_value as *const pg_sys::Node);
-        matches!(
-            (from, f.funcresulttype),
-            (pg_sys::INT2OID, pg_sys::INT4OID)
-                | (pg_sys::INT2OID, pg_sys::INT8OID)
-                | (pg_sys::INT4OID, pg_sys::INT8OID)
-                | (pg_sys::DATEOID, pg_sys::TIMESTAMPOID)
-        )
+    let arg_type = |i: usize| args.get(i).map_or(pg_sys::InvalidOid, |c| pg_sys::exprType(c.ptr_value as *const pg_sys::Node));
+    let name = CStr::from_ptr(pg_sys::get_func_name(f.funcid)).to_string_lossy().into_owned();
+    let cast = f.funcformat != pg_sys::CoercionForm::COERCE_EXPLICIT_CALL && args.len() == 1;
+    let ok = match name.as_str() {
+        // Widening casts.
+        _ if cast
+            && matches!(
+                (arg_type(0), f.funcresulttype),
+                (pg_sys::INT2OID, pg_sys::INT4OID)
+                    | (pg_sys::INT2OID, pg_sys::INT8OID)
+                    | (pg_sys::INT4OID, pg_sys::INT8OID)
+                    | (pg_sys::DATEOID, pg_sys::TIMESTAMPOID)
+            ) =>
+        {
+            true
+        }
+        // char(n) to text drops the trailing blanks, which DuckDB's copy never had.
+        "text" => cast && arg_type(0) == pg_sys::BPCHAROID,
+        // As the % operator.
+        "mod" => is_int(arg_type(0)) && arg_type(0) == arg_type(1) && const_arg(args, 1).and_then(|c| const_int(c)).is_some_and(|d| d != 0),
+        // Positions count from 1 in both; DuckDB reads a negative start from the end.
+        "substr" | "substring" => {
+            is_text(arg_type(0))
+                && const_arg(args, 1).and_then(|c| const_int(c)).is_some_and(|s| s >= 1)
+                && (args.len() == 2 || const_arg(args, 2).and_then(|c| const_int(c)).is_some_and(|n| n >= 0))
+        }
+        "ascii" => is_text(arg_type(0)),
+        // Integer-valued fields; numeric in PostgreSQL, BIGINT in DuckDB.
+        "extract" => const_arg(args, 0).is_some_and(|c| {
+            let field = const_text(c).to_ascii_lowercase();
+            match arg_type(1) {
+                pg_sys::TIMESTAMPOID => matches!(field.as_str(), "year" | "month" | "day" | "hour" | "minute" | "quarter" | "doy" | "dow"),
+                pg_sys::DATEOID => matches!(field.as_str(), "year" | "month" | "day" | "quarter" | "doy" | "dow"),
+                _ => false,
+            }
+        }),
+        _ => false,
     };
-    (!widening).then(|| format!("the function {}", CStr::from_ptr(pg_sys::get_func_name(f.funcid)).to_string_lossy()))
+    (!ok).then(|| format!("the function {name}"))
 }
 
 /// Why DuckDB cannot take this aggregate, if it cannot.

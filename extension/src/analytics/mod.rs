@@ -154,6 +154,9 @@ unsafe fn open(threads: i32, memory_mb: i32) -> Result<Database, String> {
     let settings = [
         ("threads", threads.to_string()),
         ("memory_limit", format!("{memory_mb}MB")),
+        // Nothing spills to disk: a query over anker.olap_memory_limit fails instead.
+        // (Before the next setting, which forbids changing it.)
+        ("temp_directory", String::new()),
         // No files, no network, no extensions fetched: DuckDB only reads what anker gives it.
         ("enable_external_access", "false".into()),
         ("autoinstall_known_extensions", "false".into()),

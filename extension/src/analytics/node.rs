@@ -4,7 +4,7 @@
 //! converted to the types PostgreSQL planned.
 
 use super::duckdb::{self as ddb, Chunk, Connection, LogicalType, Pending, Prepared, QueryResult};
-use super::handover::Handover;
+use super::handover::{self, Handover};
 use super::scan::{self, Input};
 use super::connect;
 use crate::scan_node::{list_cells, new_scan_state};
@@ -47,6 +47,8 @@ const P_SQL: usize = 0;
 const P_RELIDS: usize = 1;
 const P_NAMES: usize = 2;
 const P_ATTS: usize = 3;
+/// 1 if DuckDB keeps the FROM list's join order (`handover::set_join_order`).
+const P_ORDERED: usize = 4;
 
 /// The plan node for `handover`, returning the columns of `parse`'s target list.
 pub unsafe fn plan_node(handover: &Handover, parse: *mut pg_sys::Query) -> *mut pg_sys::CustomScan {
@@ -93,6 +95,7 @@ pub unsafe fn plan_node(handover: &Handover, parse: *mut pg_sys::Query) -> *mut 
     private = pg_sys::lappend(private, relids as *mut std::ffi::c_void);
     private = pg_sys::lappend(private, names as *mut std::ffi::c_void);
     private = pg_sys::lappend(private, atts as *mut std::ffi::c_void);
+    private = pg_sys::lappend(private, pg_sys::makeInteger(handover.ordered as i32) as *mut std::ffi::c_void);
     (*cs).custom_private = private;
     cs
 }
@@ -143,6 +146,10 @@ unsafe extern "C-unwind" fn create_state(cscan: *mut pg_sys::CustomScan) -> *mut
 unsafe fn private(node: *mut pg_sys::CustomScanState, i: usize) -> *mut std::ffi::c_void {
     let cscan = (*node).ss.ps.plan as *mut pg_sys::CustomScan;
     list_cells((*cscan).custom_private)[i].ptr_value
+}
+
+unsafe fn ordered(node: *mut pg_sys::CustomScanState) -> bool {
+    (*(private(node, P_ORDERED) as *mut pg_sys::Integer)).ival != 0
 }
 
 unsafe fn sql_of(node: *mut pg_sys::CustomScanState) -> String {
@@ -224,6 +231,7 @@ unsafe fn start(s: *mut State) {
     }
     let outcome = (|| -> Result<(), (u32, String)> {
         let con = connect().map_err(|e| (0, e))?;
+        handover::set_join_order(&con, ordered(node)).map_err(|e| (0, e))?;
         scan::set_names(by_name);
         let prepared = Prepared::new(con.0, &sql_of(node));
         scan::set_names(HashMap::new());
@@ -239,7 +247,8 @@ unsafe fn start(s: *mut State) {
                 ddb::duckdb_interrupt(con.0);
             }
             match ddb::duckdb_pending_execute_task(pending.0) {
-                ddb::PENDING_RESULT_READY | ddb::PENDING_ERROR => break,
+                ddb::PENDING_RESULT_READY => break,
+                ddb::PENDING_ERROR => return Err((0, ddb::text(ddb::duckdb_pending_error(pending.0)))),
                 _ => {}
             }
         }
@@ -274,6 +283,9 @@ fn raise(kind: ddb::duckdb_error_type, msg: &str) -> ! {
         ddb::ERROR_CONVERSION => PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
         ddb::ERROR_OUT_OF_MEMORY => PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
         ddb::ERROR_INTERRUPT => PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
+        _ if msg.starts_with("Out of Memory Error") => PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+        _ if msg.starts_with("Out of Range Error") => PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        _ if msg.starts_with("INTERRUPT Error") => PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
         _ if msg.contains("More than one row returned by a subquery") => PgSqlErrorCode::ERRCODE_CARDINALITY_VIOLATION,
         _ => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
     };
@@ -341,6 +353,9 @@ unsafe fn value(v: ddb::duckdb_vector, row: usize, t: &LogicalType, typid: pg_sy
         ddb::TYPE_BOOLEAN => pg_sys::Datum::from(*(data as *const bool).add(row)),
         ddb::TYPE_SMALLINT => pg_sys::Datum::from(*(data as *const i16).add(row)),
         ddb::TYPE_INTEGER => pg_sys::Datum::from(*(data as *const i32).add(row)),
+        ddb::TYPE_BIGINT if typid == pg_sys::NUMERICOID => {
+            crate::agg_node::numeric_datum(&(*(data as *const i64).add(row)).to_string())
+        }
         ddb::TYPE_BIGINT => pg_sys::Datum::from(*(data as *const i64).add(row)),
         ddb::TYPE_FLOAT => pg_sys::Datum::from((*(data as *const f32).add(row)).to_bits()),
         ddb::TYPE_DOUBLE => pg_sys::Datum::from((*(data as *const f64).add(row)).to_bits()),
@@ -403,6 +418,33 @@ unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
     (*s).done = false;
 }
 
+/// DuckDB's physical plan of the query, as its EXPLAIN prints it (the tables described,
+/// not read).
+unsafe fn duckdb_plan(node: *mut pg_sys::CustomScanState) -> Result<String, String> {
+    let relids: Vec<pg_sys::Oid> = list_cells(private(node, P_RELIDS) as *mut pg_sys::List).iter().map(|c| c.oid_value).collect();
+    let names = list_cells(private(node, P_NAMES) as *mut pg_sys::List);
+    let mut by_name = HashMap::new();
+    let mut ids = vec![];
+    for (relid, name) in relids.iter().zip(names) {
+        let rel = pg_sys::RelationIdGetRelation(*relid);
+        let id = scan::register(Input::describe(rel));
+        pg_sys::RelationClose(rel);
+        ids.push(id);
+        by_name.insert(CStr::from_ptr((*(name.ptr_value as *mut pg_sys::String)).sval).to_string_lossy().into_owned(), id);
+    }
+    let plan = connect().and_then(|con| {
+        handover::set_join_order(&con, ordered(node))?;
+        scan::set_names(by_name);
+        let rows = con.strings(&format!("EXPLAIN {}", sql_of(node)));
+        scan::set_names(HashMap::new());
+        rows
+    });
+    for id in ids {
+        scan::unregister(id);
+    }
+    Ok(plan?.iter().filter_map(|r| r.get(1).cloned()).collect::<Vec<_>>().join("\n"))
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, _ancestors: *mut pg_sys::List, es: *mut pg_sys::ExplainState) {
     let s = node as *mut State;
@@ -410,6 +452,8 @@ unsafe extern "C-unwind" fn explain(node: *mut pg_sys::CustomScanState, _ancesto
     pg_sys::ExplainPropertyText(c"DuckDB".as_ptr(), version.as_ptr(), es);
     let sql = ddb::cstring(&sql_of(node));
     pg_sys::ExplainPropertyText(c"DuckDB Query".as_ptr(), sql.as_ptr(), es);
+    let plan = ddb::cstring(&duckdb_plan(node).unwrap_or_else(|e| format!("(unavailable: {e})")));
+    pg_sys::ExplainPropertyText(c"DuckDB Plan".as_ptr(), plan.as_ptr(), es);
     if !(*s).running.is_null() && (*es).analyze {
         let r = &*(*s).running;
         pg_sys::ExplainPropertyInteger(c"Rows Read".as_ptr(), std::ptr::null(), r.rows_in as i64, es);
