@@ -17,7 +17,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$ROOT"
 PG_BINDIR=/usr/lib/postgresql/15/bin
 PGXS_TEST=/usr/lib/postgresql/15/lib/pgxs/src/test
-REGRESS_TESTS=(setup types basic scan_node agg_node dml differential mvcc snapshots errors rewrites compat)
+REGRESS_TESTS=(setup types basic scan_node agg_node olap dml differential mvcc snapshots errors rewrites compat)
 # ANKER_REGRESS="setup rewrites" runs a subset.
 [ -n "${ANKER_REGRESS:-}" ] && read -ra REGRESS_TESTS <<< "$ANKER_REGRESS"
 PASSED=0

@@ -86,6 +86,9 @@ unsafe extern "C-unwind" fn plan(
     *(&raw mut LAST_REFUSAL) = None;
     let mut check = Check::default();
     check.query(parse);
+    if cursor_options & pg_sys::CURSOR_OPT_SCROLL as i32 != 0 {
+        check.refuse("a scrollable cursor (DuckDB's results are read forward only)");
+    }
     if check.tables.is_empty() && check.reason.is_none() {
         return standard(parse); // no anker table: not ours to judge
     }
@@ -119,10 +122,20 @@ unsafe extern "C-unwind" fn plan(
 /// A query DuckDB takes: its text and the anker tables it reads.
 pub struct Handover {
     pub sql: String,
-    /// Each table: relation, the name the text uses, the attributes read (0-based).
-    pub tables: Vec<(pg_sys::Oid, String, Vec<usize>)>,
+    pub tables: Vec<Table>,
     /// The FROM list follows PostgreSQL's join order, which DuckDB keeps.
     pub ordered: bool,
+}
+
+/// An anker table the query reads.
+pub struct Table {
+    pub relid: pg_sys::Oid,
+    /// The name the query text uses.
+    pub name: String,
+    /// Attributes read (0-based).
+    pub atts: Vec<usize>,
+    /// Attributes whose infinite values DuckDB cannot take (under EXTRACT).
+    pub finite: Vec<usize>,
 }
 
 /// Deparse `parse` (its FROM list in the join order of PostgreSQL's plan `pg_plan`, if
@@ -134,7 +147,7 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, pg_plan: *mut pg_sys
     if !ordered && list_cells((*(*copy).jointree).fromlist).len() >= 3 {
         return Err("DuckDB would choose the join order without statistics, and PostgreSQL's plan cannot be followed".into());
     }
-    let sql = CStr::from_ptr(pg_sys::pg_get_querydef(copy, false)).to_string_lossy().into_owned();
+    let sql = deparse(copy);
     let mut tables = vec![];
     let mut names: HashMap<String, i64> = HashMap::new();
     let mut ids = vec![];
@@ -150,7 +163,8 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, pg_plan: *mut pg_sys
         let id = scan::register(input);
         ids.push(id);
         names.insert(name.clone(), id);
-        tables.push((relid, name, atts.iter().copied().collect()));
+        let finite = check.finite.iter().filter(|(r, _)| *r == relid.to_u32()).map(|&(_, a)| a).collect();
+        tables.push(Table { relid, name, atts: atts.iter().copied().collect(), finite });
     }
     let result = (|| {
         let con = connect()?;
@@ -165,6 +179,27 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, pg_plan: *mut pg_sys
         scan::unregister(id);
     }
     result.map(|_| Handover { sql, tables, ordered })
+}
+
+/// The query's text for DuckDB: constants written in the formats DuckDB reads (ISO dates,
+/// floats with every digit), whatever the session's DateStyle and extra_float_digits.
+unsafe fn deparse(q: *mut pg_sys::Query) -> String {
+    let level = pg_sys::NewGUCNestLevel();
+    for (name, value) in [(c"datestyle", c"ISO, YMD"), (c"intervalstyle", c"postgres"), (c"extra_float_digits", c"3")] {
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+    }
+    let sql = CStr::from_ptr(pg_sys::pg_get_querydef(q, false)).to_string_lossy().into_owned();
+    pg_sys::AtEOXact_GUC(true, level);
+    sql
 }
 
 /// DuckDB has no statistics of anker's columns (its C API cannot pass them), so its join
@@ -364,6 +399,8 @@ struct Check {
     /// Range tables of the enclosing queries, innermost last.
     levels: Vec<*mut pg_sys::List>,
     tables: std::collections::BTreeMap<u32, BTreeSet<usize>>,
+    /// Columns (relation, attribute) that must hold no infinite dates or timestamps.
+    finite: BTreeSet<(u32, usize)>,
 }
 
 impl Check {
@@ -534,6 +571,21 @@ impl Check {
                 if let Some(why) = function_problem(f) {
                     return self.refuse(why);
                 }
+                if CStr::from_ptr(pg_sys::get_func_name(f.funcid)).to_bytes() == b"extract" {
+                    // DuckDB's EXTRACT of ±infinity is NULL, PostgreSQL's ±Infinity: the
+                    // column's scan refuses infinite values.
+                    let arg = list_cells(f.args)[1].ptr_value as *mut pg_sys::Node;
+                    let base = ((*arg).type_ == T_Var).then(|| &*(arg as *mut pg_sys::Var)).and_then(|v| {
+                        let rte = self.rte_of(v)?;
+                        ((*rte).rtekind == pg_sys::RTEKind::RTE_RELATION && v.varattno > 0).then(|| ((*rte).relid.to_u32(), v.varattno as usize - 1))
+                    });
+                    match base {
+                        Some(column) => {
+                            self.finite.insert(column);
+                        }
+                        None => return self.refuse("EXTRACT from an expression"),
+                    }
+                }
             }
             T_RelabelType => {
                 let r = &*(node as *mut pg_sys::RelabelType);
@@ -562,7 +614,7 @@ impl Check {
                     return self.refuse("IS NULL on a row");
                 }
             }
-            T_BoolExpr | T_CaseExpr | T_CaseWhen | T_CaseTestExpr | T_CoalesceExpr | T_List | T_TargetEntry
+            T_BoolExpr | T_CaseExpr | T_CaseWhen | T_CaseTestExpr | T_CoalesceExpr | T_List | T_TargetEntry | T_SortGroupClause
             | T_FromExpr | T_JoinExpr | T_RangeTblRef | T_CommonTableExpr => {}
             tag => return self.refuse(format!("an expression DuckDB is not given ({tag:?})")),
         }
@@ -601,6 +653,13 @@ fn is_datetime(t: pg_sys::Oid) -> bool {
     matches!(t, pg_sys::DATEOID | pg_sys::TIMESTAMPOID)
 }
 
+/// Digits, one point, digits: what DuckDB reads as a DECIMAL of the same scale.
+fn is_plain_decimal(s: &str) -> bool {
+    let mut parts = s.splitn(2, '.');
+    let (int, frac) = (parts.next().unwrap_or(""), parts.next());
+    !int.is_empty() && int.bytes().all(|b| b.is_ascii_digit()) && frac.is_some_and(|f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Why DuckDB cannot take this constant as PostgreSQL deparses it, if it cannot.
 unsafe fn const_problem(c: &pg_sys::Const) -> Option<String> {
     if !expr_type_ok(c.consttype) {
@@ -618,7 +677,9 @@ unsafe fn const_problem(c: &pg_sys::Const) -> Option<String> {
     match c.consttype {
         // A numeric constant without a decimal point is deparsed as `n::numeric`, which
         // DuckDB reads as DECIMAL(18,3): a different scale.
-        pg_sys::NUMERICOID if !out().contains('.') => Some("a numeric constant without a fractional part".into()),
+        // Unless it is a plain decimal (digits and a point), ruleutils writes it as
+        // '…'::numeric, also a DECIMAL(18,3).
+        pg_sys::NUMERICOID if !is_plain_decimal(&out()) => Some("a numeric constant that is not a plain decimal with a fractional part".into()),
         // PostgreSQL's LIKE escapes with a backslash by default, DuckDB's does not.
         pg_sys::TEXTOID | pg_sys::VARCHAROID if out().contains('\\') => Some("a text constant with a backslash".into()),
         // char(n) comparisons ignore trailing blanks; the stored values are handed over
@@ -697,7 +758,10 @@ unsafe fn operator_problem(o: &pg_sys::OpExpr) -> Option<String> {
         // in both engines.
         "+" | "-" | "*" => {
             let int_or_numeric = |t| is_int(t) || t == pg_sys::NUMERICOID;
-            (l == pg_sys::InvalidOid || int_or_numeric(l)) && int_or_numeric(r) && (l == r || l == pg_sys::InvalidOid)
+            // Mixed integer widths give the wider type in both.
+            (l == pg_sys::InvalidOid || int_or_numeric(l))
+                && int_or_numeric(r)
+                && (l == r || l == pg_sys::InvalidOid || (is_int(l) && is_int(r)))
         }
         // Integer remainder truncates in both; DuckDB's is NULL where PostgreSQL's
         // divides by zero, so only by a non-zero constant.
@@ -737,6 +801,8 @@ unsafe fn function_problem(f: &pg_sys::FuncExpr) -> Option<String> {
                     | (pg_sys::INT2OID, pg_sys::INT8OID)
                     | (pg_sys::INT4OID, pg_sys::INT8OID)
                     | (pg_sys::DATEOID, pg_sys::TIMESTAMPOID)
+                    | (pg_sys::FLOAT4OID, pg_sys::FLOAT8OID)
+                    | (pg_sys::INT2OID | pg_sys::INT4OID | pg_sys::INT8OID, pg_sys::FLOAT8OID)
             ) =>
         {
             true

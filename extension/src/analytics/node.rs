@@ -49,6 +49,8 @@ const P_NAMES: usize = 2;
 const P_ATTS: usize = 3;
 /// 1 if DuckDB keeps the FROM list's join order (`handover::set_join_order`).
 const P_ORDERED: usize = 4;
+/// Per table, the attributes that must hold no infinite values (under EXTRACT).
+const P_FINITE: usize = 5;
 
 /// The plan node for `handover`, returning the columns of `parse`'s target list.
 pub unsafe fn plan_node(handover: &Handover, parse: *mut pg_sys::Query) -> *mut pg_sys::CustomScan {
@@ -81,14 +83,19 @@ pub unsafe fn plan_node(handover: &Handover, parse: *mut pg_sys::Query) -> *mut 
     let mut relids = std::ptr::null_mut();
     let mut names = std::ptr::null_mut();
     let mut atts = std::ptr::null_mut();
-    for (relid, name, cols) in &handover.tables {
-        relids = pg_sys::lappend_oid(relids, *relid);
-        names = pg_sys::lappend(names, pg_sys::makeString(pg_sys::pstrdup(ddb::cstring(name).as_ptr())) as *mut std::ffi::c_void);
-        let mut l = std::ptr::null_mut();
-        for &a in cols {
+    let mut finite = std::ptr::null_mut();
+    for t in &handover.tables {
+        relids = pg_sys::lappend_oid(relids, t.relid);
+        names = pg_sys::lappend(names, pg_sys::makeString(pg_sys::pstrdup(ddb::cstring(&t.name).as_ptr())) as *mut std::ffi::c_void);
+        let (mut l, mut f) = (std::ptr::null_mut(), std::ptr::null_mut());
+        for &a in &t.atts {
             l = pg_sys::lappend_int(l, a as i32);
         }
+        for &a in &t.finite {
+            f = pg_sys::lappend_int(f, a as i32);
+        }
         atts = pg_sys::lappend(atts, l as *mut std::ffi::c_void);
+        finite = pg_sys::lappend(finite, f as *mut std::ffi::c_void);
     }
     let mut private = std::ptr::null_mut();
     private = pg_sys::lappend(private, sql as *mut std::ffi::c_void);
@@ -96,6 +103,7 @@ pub unsafe fn plan_node(handover: &Handover, parse: *mut pg_sys::Query) -> *mut 
     private = pg_sys::lappend(private, names as *mut std::ffi::c_void);
     private = pg_sys::lappend(private, atts as *mut std::ffi::c_void);
     private = pg_sys::lappend(private, pg_sys::makeInteger(handover.ordered as i32) as *mut std::ffi::c_void);
+    private = pg_sys::lappend(private, finite as *mut std::ffi::c_void);
     (*cs).custom_private = private;
     cs
 }
@@ -215,13 +223,18 @@ unsafe fn start(s: *mut State) {
         .iter()
         .map(|c| list_cells(c.ptr_value as *mut pg_sys::List).iter().map(|a| a.int_value as usize).collect())
         .collect();
+    let finite: Vec<Vec<usize>> = list_cells(private(node, P_FINITE) as *mut pg_sys::List)
+        .iter()
+        .map(|c| list_cells(c.ptr_value as *mut pg_sys::List).iter().map(|a| a.int_value as usize).collect())
+        .collect();
     let mut by_name = HashMap::new();
     // Owned by `s` from here on: an error below frees what was set up so far.
     (*s).running = Box::into_raw(running);
     running = Box::from_raw((*s).running);
-    for ((relid, name), cols) in relids.iter().zip(&names).zip(&atts) {
+    for (((relid, name), cols), finite) in relids.iter().zip(&names).zip(&atts).zip(&finite) {
         let rel = pg_sys::RelationIdGetRelation(*relid);
         let mut input = Input::describe(rel);
+        input.require_finite(finite);
         let sd = input.collect(rel, cols, estate);
         running.rows_in += input.rows();
         running.scans.push((rel, sd));
@@ -283,6 +296,8 @@ fn raise(kind: ddb::duckdb_error_type, msg: &str) -> ! {
         ddb::ERROR_CONVERSION => PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
         ddb::ERROR_OUT_OF_MEMORY => PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
         ddb::ERROR_INTERRUPT => PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
+        // Raised by anker_scan: a value DuckDB cannot take exactly.
+        _ if msg.contains("anker: ") => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
         _ if msg.starts_with("Out of Memory Error") => PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
         _ if msg.starts_with("Out of Range Error") => PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
         _ if msg.starts_with("INTERRUPT Error") => PgSqlErrorCode::ERRCODE_QUERY_CANCELED,

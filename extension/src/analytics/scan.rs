@@ -101,6 +101,8 @@ pub struct Column {
     pub att: usize,
     /// None: a type DuckDB is never asked for (the query does not read it).
     pub kind: Option<Kind>,
+    /// Infinite dates and timestamps are an error (DuckDB's EXTRACT makes them NULL).
+    pub finite: bool,
 }
 
 /// A unit of work: rows of the frozen columns, or copied rows.
@@ -174,6 +176,7 @@ impl Input {
                 name: std::ffi::CStr::from_ptr(a.attname.data.as_ptr()).to_string_lossy().into_owned(),
                 att: i,
                 kind: Kind::of(a.atttypid, a.atttypmod),
+                finite: false,
             })
             .collect();
         let estimated_rows = (*(*rel).rd_rel).reltuples.max(0.0) as u64;
@@ -229,6 +232,13 @@ impl Input {
         pg_sys::ExecDropSingleTupleTableSlot(slot);
         self.source = Some(Source { arena, table, snap: snap.filter(|_| sink.blocks), units: sink.units, copied: sink.copied, copied_col });
         sd
+    }
+
+    /// Attributes `atts` (0-based) must hold no infinite values.
+    pub fn require_finite(&mut self, atts: &[usize]) {
+        for c in &mut self.columns {
+            c.finite |= atts.contains(&c.att);
+        }
     }
 
     /// Rows DuckDB will read (after [`collect`](Self::collect)).
@@ -499,7 +509,8 @@ unsafe extern "C" fn scan(info: duckdb_function_info, out: duckdb_data_chunk) {
         }
         let col = &g.input.columns[p as usize];
         let kind = col.kind.expect("checked by init");
-        let mut w = Writer { vec, data: duckdb_vector_get_data(vec), validity: std::ptr::null_mut() };
+        let mut w = Writer {
+            finite: col.finite, vec, data: duckdb_vector_get_data(vec), validity: std::ptr::null_mut() };
         let result = match unit {
             Unit::Rows(lo, _) => {
                 let cc = local.caches[j].as_mut().expect("a snapshot column");
@@ -520,8 +531,11 @@ unsafe extern "C" fn scan(info: duckdb_function_info, out: duckdb_data_chunk) {
     duckdb_data_chunk_set_size(out, n as u64);
 }
 
+const INFINITE: &str = "anker: DuckDB cannot EXTRACT fields of infinite dates or timestamps as PostgreSQL does; run the query with anker.olap_engine = postgres";
+
 /// Fills one output vector.
 struct Writer {
+    finite: bool,
     vec: duckdb_vector,
     data: *mut c_void,
     validity: *mut u64,
@@ -557,6 +571,7 @@ impl Writer {
                 let d = (p as *const i32).read_unaligned();
                 // PostgreSQL's ±infinity are i32::MAX/MIN; DuckDB's ±i32::MAX.
                 *(self.data as *mut i32).add(k) = match d {
+                    i32::MAX | i32::MIN if self.finite => return Err(INFINITE.into()),
                     i32::MAX => i32::MAX,
                     i32::MIN => -i32::MAX,
                     d => d + DAYS_1970_TO_2000,
@@ -565,6 +580,7 @@ impl Writer {
             Kind::Timestamp => {
                 let t = (p as *const i64).read_unaligned();
                 *(self.data as *mut i64).add(k) = match t {
+                    i64::MAX | i64::MIN if self.finite => return Err(INFINITE.into()),
                     i64::MAX => i64::MAX,
                     i64::MIN => -i64::MAX,
                     t => t.checked_add(MICROS_1970_TO_2000).ok_or("anker: a timestamp is out of DuckDB's range")?,

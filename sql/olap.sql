@@ -1,0 +1,160 @@
+-- anker.olap_engine = duckdb: read-only queries over anker tables run in the embedded
+-- DuckDB when it answers them exactly as PostgreSQL does. Every query is run on anker
+-- tables with DuckDB and on identical heap tables with PostgreSQL, and the rows are
+-- compared as PostgreSQL prints them (values, NULLs, numeric scales, char(n) padding);
+-- olap_check says whether DuckDB ran the query or why not.
+SET max_parallel_workers_per_gather = 0;
+CREATE TABLE olap_a (id int, g int2, i8 bigint, f4 real, f8 float8, b bool, d date, ts timestamp,
+                     n numeric(12,2), big numeric(38,6), t text, v varchar(12), c char(5)) USING anker;
+INSERT INTO olap_a
+SELECT i, (i % 7)::int2, i::bigint * 1000003 * (CASE WHEN i % 2 = 0 THEN 1 ELSE -1 END),
+       (i % 100) / 8.0, i / 3.0, i % 3 = 0,
+       date '2020-01-01' + i % 400, timestamp '2019-12-31 23:00' + i * interval '37 minutes',
+       (i % 1000 - 500) / 4.0, i * 1234567.123456, 'x' || (i % 50), 'v' || (i % 13),
+       CASE WHEN i % 4 = 0 THEN 'ab' WHEN i % 4 = 1 THEN 'abc' ELSE 'b' || (i % 10) END
+FROM generate_series(1, 20000) i;
+-- NULLs in every column, and the infinities of dates and timestamps.
+INSERT INTO olap_a (id) SELECT -i FROM generate_series(1, 5) i;
+INSERT INTO olap_a (id, d, ts) VALUES (-10, 'infinity', 'infinity'), (-11, '-infinity', '-infinity');
+CREATE TABLE olap_h (LIKE olap_a) USING heap;
+INSERT INTO olap_h SELECT * FROM olap_a;
+-- A small dimension (below anker.snapshot_min_rows in production; rows copied by the backend).
+CREATE TABLE dim_a (id int, name text, grp int) USING anker;
+INSERT INTO dim_a SELECT i, 'n' || i, i % 3 FROM generate_series(0, 9) i;
+INSERT INTO dim_a VALUES (NULL, 'null id', 1), (5, 'dup', 2);
+CREATE TABLE dim_h (LIKE dim_a) USING heap;
+INSERT INTO dim_h SELECT * FROM dim_a;
+ANALYZE olap_a, olap_h, dim_a, dim_h;
+
+-- q: a query over olap@ and dim@ (@ becomes _a or _h). ordered: compare the rows in order.
+CREATE FUNCTION olap_check(q text, ordered bool DEFAULT false) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    a text[] := '{}';
+    h text[] := '{}';
+    r record;
+    plan text := '';
+    l text;
+BEGIN
+    SET LOCAL anker.olap_engine = duckdb;
+    FOR l IN EXECUTE 'EXPLAIN (COSTS OFF) ' || replace(q, '@', '_a') LOOP
+        plan := plan || l || E'\n';
+    END LOOP;
+    FOR r IN EXECUTE replace(q, '@', '_a') LOOP a := a || r::text; END LOOP;
+    SET LOCAL anker.olap_engine = postgres;
+    FOR r IN EXECUTE replace(q, '@', '_h') LOOP h := h || r::text; END LOOP;
+    IF NOT ordered THEN
+        a := ARRAY(SELECT x FROM unnest(a) x ORDER BY x COLLATE "C");
+        h := ARRAY(SELECT x FROM unnest(h) x ORDER BY x COLLATE "C");
+    END IF;
+    RETURN CASE WHEN a = h THEN format('same, %s rows', cardinality(a))
+                ELSE format('DIFFERENT: %s vs %s', a[1:5], h[1:5]) END
+        || CASE WHEN plan LIKE '%AnkerDuckDB%' THEN ' (DuckDB)'
+                ELSE ' (PostgreSQL: ' || coalesce(substring(plan from 'DuckDB not used: ([^\n]*)'), '?') || ')' END;
+END $$;
+
+-- Scans, filters and every type.
+SELECT olap_check('SELECT * FROM olap@ WHERE id % 97 = 3 OR id < 0');
+SELECT olap_check('SELECT id, n, big, c, v FROM olap@ WHERE n > 10.5 AND c = ''ab'' AND t LIKE ''x1%''');
+SELECT olap_check('SELECT d, ts FROM olap@ WHERE d >= date ''2020-06-01'' AND ts < timestamp ''2020-03-01'' OR id < -9');
+SELECT olap_check('SELECT id FROM olap@ WHERE c LIKE ''ab%'' AND v NOT LIKE ''v1%'' AND b');
+SELECT olap_check('SELECT id, i8 * 2 - 1, n * 3.0 + big, -n, f8, g + id FROM olap@ WHERE i8 > 0 AND f4 < 3.5');
+SELECT olap_check('SELECT n * 3 FROM olap@ WHERE id < 10');
+SELECT olap_check('SELECT c, substr(t, 1, 2), mod(id, 7), ascii(t), c::text FROM olap@ WHERE id % 101 = 0');
+SELECT olap_check('SELECT coalesce(n, 1.50), CASE WHEN g > 3 THEN ''high'' ELSE t END FROM olap@ WHERE id % 53 = 1 OR id < 0');
+SELECT olap_check('SELECT id FROM olap@ WHERE n IS NULL OR big IS NOT NULL AND id < 100');
+SELECT olap_check('SELECT coalesce(n, -1.00) FROM olap@ WHERE id < 10');
+-- Aggregates: count, sum (int sums widen: bigint, numeric), min, max, grouped, HAVING.
+SELECT olap_check('SELECT count(*), count(n), sum(id), sum(g), sum(i8), sum(n), sum(big), min(t), max(v), min(c), max(d), min(ts), max(f8) FROM olap@');
+SELECT olap_check('SELECT g, count(*), sum(n), max(big), count(DISTINCT t) FROM olap@ GROUP BY g HAVING count(*) > 10');
+SELECT olap_check('SELECT c, b, sum(id) FROM olap@ GROUP BY c, b');
+-- EXTRACT: DuckDB's of ±infinity is NULL where PostgreSQL's is ±Infinity, so the scan of
+-- a column under EXTRACT refuses infinite values (olap_a has some).
+CREATE TABLE ev_a USING anker AS SELECT id, d, ts, n FROM olap_a WHERE id > 0;
+CREATE TABLE ev_h USING heap AS SELECT * FROM ev_a;
+SELECT olap_check('SELECT extract(year FROM d) AS y, extract(dow FROM d), extract(hour FROM ts), sum(n) FROM ev@ GROUP BY 1, 2, 3');
+SET anker.olap_engine = duckdb;
+SELECT extract(year FROM d), count(*) FROM olap_a GROUP BY 1;
+RESET anker.olap_engine;
+SELECT olap_check('SELECT count(*), sum(n) FROM olap@ WHERE id > 1000000');
+-- Order, NULLs first when descending (as PostgreSQL), LIMIT.
+SELECT olap_check('SELECT n, id FROM olap@ ORDER BY n DESC, id LIMIT 20', true);
+SELECT olap_check('SELECT n, id FROM olap@ ORDER BY n NULLS FIRST, id LIMIT 20', true);
+SELECT olap_check('SELECT t, count(*) FROM olap@ GROUP BY t ORDER BY 2 DESC, 1', true);
+-- Joins, sub-queries.
+SELECT olap_check('SELECT dim@.name, count(*), sum(olap@.n) FROM olap@ JOIN dim@ ON olap@.g = dim@.id GROUP BY dim@.name');
+SELECT olap_check('SELECT dim@.id, count(olap@.id) FROM dim@ LEFT JOIN olap@ ON olap@.g = dim@.id AND olap@.id < 50 GROUP BY dim@.id');
+SELECT olap_check('SELECT count(*) FROM olap@ o, dim@ d1, dim@ d2 WHERE o.g = d1.id AND d1.grp = d2.id');
+SELECT olap_check('SELECT count(*) FROM olap@ WHERE g IN (SELECT id FROM dim@ WHERE grp = 1)');
+SELECT olap_check('SELECT count(*) FROM olap@ o WHERE NOT EXISTS (SELECT 1 FROM dim@ d WHERE d.id = o.g)');
+SELECT olap_check('SELECT id, (SELECT max(name) FROM dim@ WHERE dim@.id = olap@.g) FROM olap@ WHERE id < 30');
+SELECT olap_check('SELECT g, s FROM (SELECT g, sum(id) AS s FROM olap@ GROUP BY g) x WHERE s > 1000');
+SELECT olap_check('WITH w AS (SELECT g, count(*) AS n FROM olap@ GROUP BY g) SELECT sum(n) FROM w');
+
+-- What stays in PostgreSQL, and why.
+SELECT olap_check('SELECT avg(id) FROM olap@');
+SELECT olap_check('SELECT sum(n) / count(*) FROM olap@');
+SELECT olap_check('SELECT sum(f8) FROM olap@');
+SELECT olap_check('SELECT t || v FROM olap@ WHERE id < 5');
+SELECT olap_check('SELECT id FROM olap@ WHERE t LIKE ''x\_1%''');
+SELECT olap_check('SELECT c FROM olap@ WHERE c LIKE ''a_%''');
+SELECT olap_check('SELECT count(*) FROM olap@ WHERE id IN (1, 2, 3)');
+SELECT olap_check('SELECT row_number() OVER (ORDER BY id) FROM olap@ WHERE id < 5');
+SELECT olap_check('SELECT count(*) FROM olap@ o JOIN dim_h d ON o.g = d.id');
+SELECT olap_check('SELECT ctid FROM olap@ WHERE id = 1');
+
+-- Visibility: the statement's snapshot, our own uncommitted changes, a subtransaction
+-- rolled back, and a transaction in flight elsewhere (prepared).
+BEGIN;
+UPDATE olap_a SET n = n + 1 WHERE id % 10 = 0;
+UPDATE olap_h SET n = n + 1 WHERE id % 10 = 0;
+DELETE FROM olap_a WHERE id % 10 = 1;
+DELETE FROM olap_h WHERE id % 10 = 1;
+SAVEPOINT s;
+INSERT INTO olap_a (id, n) VALUES (100000, 1.00);
+ROLLBACK TO SAVEPOINT s;
+INSERT INTO olap_a (id, n) SELECT id + 50000, n FROM olap_a WHERE id BETWEEN 1 AND 100;
+INSERT INTO olap_h (id, n) SELECT id + 50000, n FROM olap_h WHERE id BETWEEN 1 AND 100;
+SELECT olap_check('SELECT count(*), sum(n), max(id) FROM olap@');
+COMMIT;
+SELECT olap_check('SELECT count(*), sum(n), max(id) FROM olap@');
+BEGIN;
+UPDATE olap_a SET n = 0 WHERE id % 2 = 0;
+DELETE FROM olap_a WHERE id % 3 = 0;
+PREPARE TRANSACTION 'olap_in_flight';
+SELECT olap_check('SELECT count(*), sum(n) FROM olap@');
+ROLLBACK PREPARED 'olap_in_flight';
+-- Every snapshot provider.
+SET anker.snapshot_method = memcpy;
+SELECT olap_check('SELECT g, count(*), sum(n) FROM olap@ GROUP BY g');
+SET anker.snapshot_method = none;
+SELECT olap_check('SELECT g, count(*), sum(n) FROM olap@ GROUP BY g');
+RESET anker.snapshot_method;
+
+-- EXPLAIN shows DuckDB's query.
+SET anker.olap_engine = duckdb;
+EXPLAIN (COSTS OFF, VERBOSE) SELECT g, count(*) FROM olap_a WHERE id > 5 GROUP BY g;
+-- Errors keep PostgreSQL's SQLSTATEs.
+DO $$ BEGIN PERFORM sum(id * 1000000) FROM olap_a; EXCEPTION WHEN numeric_value_out_of_range THEN RAISE NOTICE 'overflow: %', SQLSTATE; END $$;
+DO $$ BEGIN PERFORM (SELECT id FROM olap_a WHERE id > 0) FROM dim_a; EXCEPTION WHEN cardinality_violation THEN RAISE NOTICE 'more than one row: %', SQLSTATE; END $$;
+-- A cursor reads DuckDB's rows forward; a scrollable one stays in PostgreSQL.
+BEGIN;
+DECLARE cur CURSOR FOR SELECT id FROM olap_a WHERE id BETWEEN 1 AND 6 ORDER BY id;
+FETCH 2 FROM cur;
+FETCH 2 FROM cur;
+CLOSE cur;
+DECLARE scur SCROLL CURSOR FOR SELECT id FROM olap_a WHERE id BETWEEN 1 AND 3 ORDER BY id;
+FETCH LAST FROM scur;
+FETCH PRIOR FROM scur;
+COMMIT;
+-- Cancel: a statement timeout stops a long DuckDB query.
+SET statement_timeout = '300ms';
+SELECT count(*) FROM olap_a a, olap_a b WHERE a.t < b.t;
+RESET statement_timeout;
+-- Memory: a query over anker.olap_memory_limit fails cleanly (53200).
+SET anker.olap_memory_limit = '16MB';
+DO $$ BEGIN PERFORM count(*) FROM (SELECT a.id, b.id FROM olap_a a, olap_a b WHERE a.id < 3000 AND b.id < 3000 GROUP BY a.id, b.id) x;
+EXCEPTION WHEN out_of_memory THEN RAISE NOTICE 'out of memory: %', SQLSTATE; END $$;
+RESET anker.olap_memory_limit;
+-- Afterwards, DuckDB answers again.
+SELECT count(*) FROM olap_a;
+RESET anker.olap_engine;
