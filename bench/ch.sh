@@ -7,14 +7,17 @@
 # database's rows exported to CSV and loaded into DuckDB (the Python wheel from PyPI, in a venv
 # under /var/tmp), which runs the same texts on one thread.
 #
-#   bench/ch.sh [--warehouses W] [--runs R] [--timeout SEC] [--threads N] [--no-duckdb] [--out DIR]
+#   bench/ch.sh [--warehouses W] [--runs R] [--timeout SEC] [--threads N] [--no-duckdb]
+#               [--olap-engine postgres|duckdb] [--out DIR]
 #
+# --olap-engine sets anker.olap_engine in the anker database (default postgres); the "ran in"
+# column says which engine EXPLAIN shows for each query (and anker.olap_threads = --threads).
 # Prints a table (also DIR/summary.md): latency per engine, heap/anker, anker/DuckDB, rows,
 # whether anker's rows equal heap's; geometric means over the queries all three finished.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
-W=1; RUNS=3; TIMEOUT=300; THREADS=1; DUCK=1; OUT=
+W=1; RUNS=3; TIMEOUT=300; THREADS=1; DUCK=1; OUT=; ENGINE=postgres
 while [ $# -gt 0 ]; do
     case $1 in
         --warehouses) W=$2; shift 2 ;;
@@ -22,8 +25,9 @@ while [ $# -gt 0 ]; do
         --timeout) TIMEOUT=$2; shift 2 ;;
         --threads) THREADS=$2; shift 2 ;;
         --no-duckdb) DUCK=0; shift ;;
+        --olap-engine) ENGINE=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
-        *) sed -n '2,13p' "$0" >&2; exit 2 ;;
+        *) sed -n '2,17p' "$0" >&2; exit 2 ;;
     esac
 done
 QDIR=$BENCH/olap/ch
@@ -48,6 +52,7 @@ for am in heap anker; do
     tpcc_create_db "ch_$am" "$am" "$W" 2> >(grep -v NOTICE >&2)
     echo "ch_$am: W=$W loaded USING $am"
 done
+cluster_psql -q -c "ALTER DATABASE ch_anker SET anker.olap_engine = '$ENGINE'" -c "ALTER DATABASE ch_anker SET anker.olap_threads = $THREADS"
 WORK=$(cluster_workdir)
 
 # median milliseconds of RUNS runs of query file $2 in database $1, or timeout/error
@@ -82,10 +87,10 @@ fi
 {
     echo "# CH-benCHmark, W=$W: heap, anker and DuckDB $DUCK_VERSION on the same rows"
     echo
-    echo "$(date -u +%Y-%m-%d), commit $(git -C "$ROOT" rev-parse --short HEAD); median of $RUNS runs per query; $THREADS thread(s) per query in each engine."
+    echo "$(date -u +%Y-%m-%d), commit $(git -C "$ROOT" rev-parse --short HEAD); median of $RUNS runs per query; $THREADS thread(s) per query in each engine; anker.olap_engine = $ENGINE."
     echo
-    echo "| query | heap ms | anker ms | DuckDB ms | heap/anker | anker/DuckDB | rows | anker rows = heap rows |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---|"
+    echo "| query | heap ms | anker ms | DuckDB ms | heap/anker | anker/DuckDB | rows | anker rows = heap rows | anker ran in |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---|---|"
 } > "$OUT/summary.md"
 same=0; differ=0; geo_ha=(); geo_ad=(); geo_hd=()
 for f in "$QDIR"/q*.sql; do
@@ -102,13 +107,15 @@ for f in "$QDIR"/q*.sql; do
     if [[ $ha != - && $ad != - ]]; then geo_ad+=("$(awk -v a="$a" -v d="$d" 'BEGIN {print a / d}')"); geo_hd+=("$(awk -v h="$h" -v d="$d" 'BEGIN {print h / d}')"); fi
     dn=${duck_rows[$q]:--}
     [ "$dn" != - ] && [ "$dn" != "$n" ] && dn="$dn (DuckDB)"
-    echo "| $q | $h | $a | $d | $ha | $ad | $n | $eq |" | tee -a "$OUT/summary.md"
+    ran=PostgreSQL
+    { echo "EXPLAIN"; cat "$f"; } | cluster_psql -X -At -d ch_anker 2>/dev/null | grep -q AnkerDuckDB && ran=DuckDB
+    echo "| $q | $h | $a | $d | $ha | $ad | $n | $eq | $ran |" | tee -a "$OUT/summary.md"
 done
 geomean() { [ $# -gt 0 ] && printf '%s\n' "$@" | awk '{s += log($1); n++} END {printf "%.2f", exp(s / n)}' || printf -- -; }
 {
     echo
     echo "Geometric means: heap/anker $(geomean "${geo_ha[@]}")× over the ${#geo_ha[@]} queries both finished; anker/DuckDB $(geomean "${geo_ad[@]}")× and heap/DuckDB $(geomean "${geo_hd[@]}")× over the ${#geo_ad[@]} all three finished."
-    echo "Results: $same queries with anker's rows equal to heap's, $differ differing."
+    echo "Results: $same queries with anker's rows equal to heap's, $differ differing; $(grep -c '| DuckDB |$' "$OUT/summary.md") run by DuckDB inside anker."
 } | tee -a "$OUT/summary.md"
 echo "summary: $OUT/summary.md"
 [ "$differ" = 0 ]
