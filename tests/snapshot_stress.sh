@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Consistency under load: pgbench moves money between accounts (the total
 # never changes) while a reader keeps summing all balances, on column
-# snapshots (cow, memcpy) and on the live columns (none). Every sum must be
-# the constant. The reader creates well over 1,000 snapshots while writers
+# snapshots (cow, memcpy) and on the live columns (none), in PostgreSQL's
+# executor and in the embedded DuckDB (anker.olap_engine = duckdb, two
+# threads). Every sum must be the constant. The reader creates well over 1,000 snapshots while writers
 # run; afterwards memory use returns to its baseline.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,11 +30,13 @@ UPDATE acct SET balance = balance + :x, note = 'got ' || :x WHERE id = :b;
 END;
 SQL
 chown postgres "$work/transfer.sql"
-for method in cow memcpy none; do
+for engine in postgres duckdb; do
+  cluster_psql -Atc "SET anker.olap_engine = $engine" -c "EXPLAIN SELECT sum(balance) FROM acct" | grep -q "$([ $engine = duckdb ] && echo AnkerDuckDB || echo AnkerAgg)"
+  for method in cow memcpy none; do
     cluster_pgbench -n -c 2 -j 2 -T "$SECONDS_PER_METHOD" -f "$work/transfer.sql" postgres >"$work/pgbench.$method" 2>&1 &
     writer=$!
     sleep 0.5
-    out=$(cluster_psql -At -c "SET anker.snapshot_method = $method" -c "
+    out=$(cluster_psql -At -c "SET anker.snapshot_method = $method" -c "SET anker.olap_engine = $engine" -c "SET anker.olap_threads = 2" -c "
       DO \$\$
       DECLARE s bigint; n int := 0; t0 timestamptz := clock_timestamp();
       BEGIN
@@ -48,7 +51,8 @@ for method in cow memcpy none; do
       END \$\$" 2>&1) || { echo "$out"; exit 1; }
     wait "$writer"
     tps=$(grep -o 'tps = [0-9.]*' "$work/pgbench.$method" | head -n 1)
-    echo "$method: $(echo "$out" | grep -o 'reads [0-9]*') consistent sums; writers: $tps"
+    echo "$engine, $method: $(echo "$out" | grep -o 'reads [0-9]*') consistent sums; writers: $tps"
+  done
 done
 created=$(( $(cluster_psql -Atc "SELECT value FROM anker.stats WHERE name = 'snapshots_created'") - created0 ))
 echo "column snapshots created while writers ran: $created"
