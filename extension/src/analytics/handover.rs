@@ -56,11 +56,16 @@ unsafe extern "C-unwind" fn explain_one(
         return prev(query, cursor_options, into, es, query_string, params, query_env);
     }
     *(&raw mut LAST_REFUSAL) = None;
+    // As PostgreSQL's ExplainOneQuery: planning time and, with BUFFERS, planning's buffers.
+    let buffers_before = *(&raw const pg_sys::pgBufferUsage);
     let started = std::time::Instant::now();
     let stmt = pg_sys::pg_plan_query(query, query_string, cursor_options, params);
     let took = started.elapsed();
     let planning = pg_sys::instr_time { tv_sec: took.as_secs() as _, tv_nsec: took.subsec_nanos() as _ };
-    pg_sys::ExplainOnePlan(stmt, into, es, query_string, params, query_env, &planning, std::ptr::null());
+    let mut buffers = pg_sys::BufferUsage::default();
+    pg_sys::BufferUsageAccumDiff(&mut buffers, &raw const pg_sys::pgBufferUsage, &buffers_before);
+    let buffers = if (*es).buffers { &buffers as *const pg_sys::BufferUsage } else { std::ptr::null() };
+    pg_sys::ExplainOnePlan(stmt, into, es, query_string, params, query_env, &planning, buffers);
     if let Some(reason) = (*(&raw const LAST_REFUSAL)).clone() {
         if (*es).format == pg_sys::ExplainFormat::EXPLAIN_FORMAT_TEXT {
             let line = super::duckdb::cstring(&format!("DuckDB not used: {reason}\n"));
