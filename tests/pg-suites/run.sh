@@ -60,10 +60,10 @@ fail_setup() {
 # The installed version's source, or (when the archive no longer serves it,
 # as happens with security updates) the newest other 15.x source it has.
 installed=$(dpkg-query -W -f='${Version}' postgresql-15 2>/dev/null) || fail_setup "postgresql-15 is not installed"
+# A cached source of another version is used only when the installed one cannot be
+# fetched (a server upgraded under a cache must not be tested with older suites).
 SRC=
-for v in "$installed" $(ls -d "$CACHE"/postgresql-15-* 2>/dev/null | sed 's|.*/postgresql-15-||'); do
-    [ -f "$CACHE/postgresql-15-$v/.complete" ] && { SRC=$CACHE/postgresql-15-$v; version=$v; break; }
-done
+[ -f "$CACHE/postgresql-15-$installed/.complete" ] && { SRC=$CACHE/postgresql-15-$installed; version=$installed; }
 if [ -z "$SRC" ]; then
     if ! grep -rqs '^\(Types: deb-src\|deb-src \)' /etc/apt/sources.list /etc/apt/sources.list.d/; then
         # deb-src entries built from the existing Debian sources.
@@ -88,6 +88,11 @@ if [ -z "$SRC" ]; then
         fi
         rm -rf "$dl"
         echo "pg-suites: the archive does not serve the source of postgresql-15 $v"
+    done
+fi
+if [ -z "$SRC" ]; then
+    for v in $(ls -d "$CACHE"/postgresql-15-* 2>/dev/null | sed 's|.*/postgresql-15-||' | sort -rV); do
+        [ -f "$CACHE/postgresql-15-$v/.complete" ] && { SRC=$CACHE/postgresql-15-$v; version=$v; break; }
     done
     [ -n "$SRC" ] || fail_setup "no source package of postgresql-15 could be fetched (is a deb-src line configured?)"
 fi

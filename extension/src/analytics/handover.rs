@@ -89,8 +89,9 @@ unsafe extern "C-unwind" fn plan(
         return standard(parse);
     }
     *(&raw mut LAST_REFUSAL) = None;
-    let mut check = Check::default();
+    let mut check = Check { top_outputs: true, ..Default::default() };
     check.query(parse);
+    let split = if check.reason.is_none() { check.split_outputs(parse) } else { None };
     if cursor_options & pg_sys::CURSOR_OPT_SCROLL as i32 != 0 {
         check.refuse("a scrollable cursor (DuckDB's results are read forward only)");
     }
@@ -107,9 +108,9 @@ unsafe extern "C-unwind" fn plan(
     // tree is replaced.
     let stmt = standard(pg_sys::copyObjectImpl(parse as *const std::ffi::c_void) as *mut pg_sys::Query);
     let pg_plan = (*stmt).planTree;
-    match prepare(parse, &check, pg_plan) {
+    match prepare(parse, &check, split.expect("checked"), pg_plan) {
         Ok(handover) => {
-            let cscan = super::node::plan_node(&handover, parse);
+            let cscan = super::node::plan_node(&handover);
             (*cscan).scan.plan.startup_cost = (*pg_plan).startup_cost;
             (*cscan).scan.plan.total_cost = (*pg_plan).total_cost;
             (*cscan).scan.plan.plan_rows = (*pg_plan).plan_rows;
@@ -124,12 +125,40 @@ unsafe extern "C-unwind" fn plan(
     stmt
 }
 
+// pg_proc and pg_operator OIDs (fixed in PostgreSQL's catalog data).
+const F_SUM_INT2: u32 = 2109;
+const F_SUM_INT4: u32 = 2108;
+const F_SUM_INT8: u32 = 2107;
+const F_SUM_NUMERIC: u32 = 2114;
+const F_COUNT_ANY: u32 = 2147;
+const F_NUMERIC_INT8: u32 = 1781;
+const F_NUMERIC_DIV: u32 = 1727;
+const OP_NUMERIC_DIV: u32 = 1761;
+
+/// A reference to leaf number `k` (from 1) of DuckDB's result.
+unsafe fn leaf_var(e: *mut pg_sys::Node, k: usize) -> *mut pg_sys::Node {
+    pg_sys::makeVar(pg_sys::INDEX_VAR, k as i16, pg_sys::exprType(e), pg_sys::exprTypmod(e), pg_sys::exprCollation(e), 0) as *mut pg_sys::Node
+}
+
 /// A query DuckDB takes: its text and the anker tables it reads.
 pub struct Handover {
     pub sql: String,
     pub tables: Vec<Table>,
     /// The FROM list follows PostgreSQL's join order, which DuckDB keeps.
     pub ordered: bool,
+    /// DuckDB's result columns: type, type modifier, collation.
+    pub leaves: Vec<(pg_sys::Oid, i32, pg_sys::Oid)>,
+    /// The query's columns: an expression over the leaves (`Var`s of INDEX_VAR, numbered
+    /// from 1) that PostgreSQL computes, and the column's name.
+    pub outputs: Vec<(*mut pg_sys::Node, *mut std::ffi::c_char)>,
+}
+
+/// The query's columns split between the engines: DuckDB computes the leaves, PostgreSQL
+/// the rest of each column's expression over them (`avg`, numeric division, …).
+struct Split {
+    /// Expression, sort/group reference, name.
+    leaves: Vec<(*mut pg_sys::Node, u32, *mut std::ffi::c_char)>,
+    outputs: Vec<(*mut pg_sys::Node, *mut std::ffi::c_char)>,
 }
 
 /// An anker table the query reads.
@@ -146,8 +175,27 @@ pub struct Table {
 /// Deparse `parse` (its FROM list in the join order of PostgreSQL's plan `pg_plan`, if
 /// that plan joins exactly the FROM list's tables), let DuckDB prepare it and compare its
 /// result types with PostgreSQL's.
-unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, pg_plan: *mut pg_sys::Plan) -> Result<Handover, String> {
+unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, pg_plan: *mut pg_sys::Plan) -> Result<Handover, String> {
     let copy = pg_sys::copyObjectImpl(parse as *const std::ffi::c_void) as *mut pg_sys::Query;
+    // DuckDB returns the leaves; the junk entries stay for ORDER BY and GROUP BY.
+    let mut tlist = std::ptr::null_mut();
+    let mut resno = 0i16;
+    for &(leaf, sortgroupref, name) in &split.leaves {
+        resno += 1;
+        let tle = pg_sys::makeTargetEntry(pg_sys::copyObjectImpl(leaf as *const std::ffi::c_void) as *mut pg_sys::Expr, resno, name, false);
+        (*tle).ressortgroupref = sortgroupref;
+        tlist = pg_sys::lappend(tlist, tle as *mut std::ffi::c_void);
+    }
+    for c in list_cells((*copy).targetList) {
+        let tle = c.ptr_value as *mut pg_sys::TargetEntry;
+        if (*tle).resjunk {
+            resno += 1;
+            (*tle).resno = resno;
+            tlist = pg_sys::lappend(tlist, tle as *mut std::ffi::c_void);
+        }
+    }
+    (*copy).targetList = tlist;
+    pin_numeric_constants(copy as *mut pg_sys::Node, std::ptr::null_mut());
     let ordered = follow_join_order(copy, pg_plan);
     if !ordered && list_cells((*(*copy).jointree).fromlist).len() >= 3 {
         return Err("DuckDB would choose the join order without statistics, and PostgreSQL's plan cannot be followed".into());
@@ -165,6 +213,12 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, pg_plan: *mut pg_sys
         let rel = pg_sys::RelationIdGetRelation(relid);
         let input = Input::describe(rel);
         pg_sys::RelationClose(rel);
+        // A query that reads no column (count(*)) still gets one from DuckDB's scan, which
+        // asks for a column to count rows by: prepare the first it can take.
+        let mut atts = atts.clone();
+        if atts.is_empty() {
+            atts.extend(input.columns.iter().find(|c| c.kind.is_some()).map(|c| c.att));
+        }
         let id = scan::register(input);
         ids.push(id);
         names.insert(name.clone(), id);
@@ -178,12 +232,21 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, pg_plan: *mut pg_sys
         let prepared = ddb::Prepared::new(con.0, &sql);
         scan::set_names(HashMap::new());
         let prepared = prepared.map_err(|e| format!("DuckDB cannot prepare it: {e}"))?;
-        compare_types(parse, &prepared.column_types())
+        compare_types(&split.leaves, &prepared.column_types())
     })();
     for id in ids {
         scan::unregister(id);
     }
-    result.map(|_| Handover { sql, tables, ordered })
+    result?;
+    let leaves = split
+        .leaves
+        .iter()
+        .map(|&(e, _, _)| {
+            let e = e as *const pg_sys::Node;
+            (pg_sys::exprType(e), pg_sys::exprTypmod(e), pg_sys::exprCollation(e))
+        })
+        .collect();
+    Ok(Handover { sql, tables, ordered, leaves, outputs: split.outputs })
 }
 
 /// The query's text for DuckDB: constants written in the formats DuckDB reads (ISO dates,
@@ -338,31 +401,17 @@ unsafe fn plan_leaves(plan: *mut pg_sys::Plan, out: &mut Vec<i32>) -> bool {
     }
 }
 
-/// Do DuckDB's result columns convert exactly to the types PostgreSQL planned?
-unsafe fn compare_types(parse: *mut pg_sys::Query, duck: &[LogicalType]) -> Result<(), String> {
-    let outs = outputs(parse);
-    if outs.len() != duck.len() {
-        return Err(format!("DuckDB returns {} columns where PostgreSQL returns {}", duck.len(), outs.len()));
+/// Do DuckDB's result columns convert exactly to the types of the leaves?
+unsafe fn compare_types(leaves: &[(*mut pg_sys::Node, u32, *mut std::ffi::c_char)], duck: &[LogicalType]) -> Result<(), String> {
+    if leaves.len() != duck.len() {
+        return Err(format!("DuckDB returns {} columns where {} are expected", duck.len(), leaves.len()));
     }
-    for (i, ((typid, typmod), t)) in outs.iter().zip(duck).enumerate() {
-        if !converts(*typid, *typmod, t) {
+    for (i, (&(e, _, _), t)) in leaves.iter().zip(duck).enumerate() {
+        if !converts(pg_sys::exprType(e), pg_sys::exprTypmod(e), t) {
             return Err(format!("output column {} is of a type DuckDB does not return exactly", i + 1));
         }
     }
     Ok(())
-}
-
-/// Type and modifier of each column the query returns.
-pub unsafe fn outputs(parse: *mut pg_sys::Query) -> Vec<(pg_sys::Oid, i32)> {
-    list_cells((*parse).targetList)
-        .iter()
-        .map(|c| c.ptr_value as *mut pg_sys::TargetEntry)
-        .filter(|&t| !(*t).resjunk)
-        .map(|t| {
-            let e = (*t).expr as *const pg_sys::Node;
-            (pg_sys::exprType(e), pg_sys::exprTypmod(e))
-        })
-        .collect()
 }
 
 /// Can a DuckDB value of type `t` become a PostgreSQL value of `typid`/`typmod` exactly?
@@ -406,6 +455,8 @@ struct Check {
     tables: std::collections::BTreeMap<u32, BTreeSet<usize>>,
     /// Columns (relation, attribute) that must hold no infinite dates or timestamps.
     finite: BTreeSet<(u32, usize)>,
+    /// The top query's output columns are judged by `split_outputs`, not by the walk.
+    top_outputs: bool,
 }
 
 impl Check {
@@ -457,6 +508,143 @@ impl Check {
         );
         self.levels.pop();
         stop
+    }
+
+    /// Is `e`, an expression of the top query, exact in DuckDB? (Keeps no reason.)
+    unsafe fn exact(&mut self, q: *mut pg_sys::Query, e: *mut pg_sys::Node) -> Result<(), String> {
+        let saved = self.reason.take();
+        let top = std::mem::replace(&mut self.top_outputs, false);
+        self.levels.push((*q).rtable);
+        walk(e, self as *mut Check as *mut std::ffi::c_void);
+        self.levels.pop();
+        self.top_outputs = top;
+        match std::mem::replace(&mut self.reason, saved) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    }
+
+    /// Split the top query's output columns: each is a leaf DuckDB computes when exact,
+    /// or PostgreSQL's expression over leaves; None (and the reason kept) if one cannot be.
+    unsafe fn split_outputs(&mut self, q: *mut pg_sys::Query) -> Option<Split> {
+        let mut split = Split { leaves: vec![], outputs: vec![] };
+        for c in list_cells((*q).targetList) {
+            let tle = c.ptr_value as *mut pg_sys::TargetEntry;
+            if (*tle).resjunk {
+                continue;
+            }
+            let e = (*tle).expr as *mut pg_sys::Node;
+            let expr = if self.exact(q, e).is_ok() {
+                split.leaves.push((e, (*tle).ressortgroupref, (*tle).resname));
+                leaf_var(e, split.leaves.len())
+            } else {
+                // PostgreSQL computes this column: it cannot be what DuckDB sorts,
+                // groups or de-duplicates by, nor a column of a set operation.
+                if (*tle).ressortgroupref != 0 || !(*q).setOperations.is_null() {
+                    let why = self.exact(q, e).err().unwrap_or_default();
+                    self.refuse(why);
+                    return None;
+                }
+                match self.split(q, e, &mut split.leaves) {
+                    Ok(x) => x,
+                    Err(why) => {
+                        self.refuse(why);
+                        return None;
+                    }
+                }
+            };
+            split.outputs.push((expr, (*tle).resname));
+        }
+        Some(split)
+    }
+
+    /// PostgreSQL's side of `e`: DuckDB's leaves replaced by Vars of INDEX_VAR.
+    unsafe fn split(
+        &mut self,
+        q: *mut pg_sys::Query,
+        e: *mut pg_sys::Node,
+        leaves: &mut Vec<(*mut pg_sys::Node, u32, *mut std::ffi::c_char)>,
+    ) -> Result<*mut pg_sys::Node, String> {
+        use pg_sys::NodeTag::*;
+        let why = match self.exact(q, e) {
+            Ok(()) => {
+                leaves.push((e, 0, std::ptr::null_mut()));
+                return Ok(leaf_var(e, leaves.len()));
+            }
+            Err(why) => why,
+        };
+        let copy = |n: *mut pg_sys::Node| pg_sys::copyObjectImpl(n as *const std::ffi::c_void) as *mut pg_sys::Node;
+        match (*e).type_ {
+            T_Const => Ok(copy(e)),
+            T_Aggref => {
+                let a = e as *mut pg_sys::Aggref;
+                let avg_of = list_cells((*a).aggargtypes).first().map(|c| c.oid_value);
+                let sum = match (CStr::from_ptr(pg_sys::get_func_name((*a).aggfnoid)).to_bytes(), avg_of) {
+                    (b"avg", Some(pg_sys::INT2OID)) => (F_SUM_INT2, pg_sys::INT8OID),
+                    (b"avg", Some(pg_sys::INT4OID)) => (F_SUM_INT4, pg_sys::INT8OID),
+                    (b"avg", Some(pg_sys::INT8OID)) => (F_SUM_INT8, pg_sys::NUMERICOID),
+                    (b"avg", Some(pg_sys::NUMERICOID)) => (F_SUM_NUMERIC, pg_sys::NUMERICOID),
+                    _ => return Err(why),
+                };
+                if !(*a).aggdistinct.is_null() {
+                    return Err("avg(DISTINCT …)".into());
+                }
+                // avg is sum / count in numeric, PostgreSQL's own final step (int8_avg,
+                // numeric_avg): DuckDB computes both, PostgreSQL divides.
+                let s = copy(e) as *mut pg_sys::Aggref;
+                (*s).aggfnoid = pg_sys::Oid::from(sum.0);
+                (*s).aggtype = sum.1;
+                let n = copy(e) as *mut pg_sys::Aggref;
+                (*n).aggfnoid = pg_sys::Oid::from(F_COUNT_ANY);
+                (*n).aggtype = pg_sys::INT8OID;
+                let s = self.split(q, s as *mut pg_sys::Node, leaves)?;
+                let n = self.split(q, n as *mut pg_sys::Node, leaves)?;
+                let as_numeric = |x: *mut pg_sys::Node| {
+                    if pg_sys::exprType(x) == pg_sys::NUMERICOID {
+                        x
+                    } else {
+                        let l = pg_sys::lappend(std::ptr::null_mut(), x as *mut std::ffi::c_void);
+                        pg_sys::makeFuncExpr(
+                            pg_sys::Oid::from(F_NUMERIC_INT8),
+                            pg_sys::NUMERICOID,
+                            l,
+                            pg_sys::InvalidOid,
+                            pg_sys::InvalidOid,
+                            pg_sys::CoercionForm::COERCE_IMPLICIT_CAST,
+                        ) as *mut pg_sys::Node
+                    }
+                };
+                let div = pg_sys::palloc0(std::mem::size_of::<pg_sys::OpExpr>()) as *mut pg_sys::OpExpr;
+                (*div).xpr.type_ = T_OpExpr;
+                (*div).opno = pg_sys::Oid::from(OP_NUMERIC_DIV);
+                (*div).opfuncid = pg_sys::Oid::from(F_NUMERIC_DIV);
+                (*div).opresulttype = pg_sys::NUMERICOID;
+                (*div).args = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), as_numeric(s) as *mut std::ffi::c_void), as_numeric(n) as *mut std::ffi::c_void);
+                (*div).location = -1;
+                Ok(div as *mut pg_sys::Node)
+            }
+            // PostgreSQL evaluates the operator or function over its arguments' leaves.
+            T_OpExpr | T_FuncExpr | T_RelabelType | T_CoalesceExpr => {
+                let c = copy(e);
+                let args: *mut *mut pg_sys::List = match (*e).type_ {
+                    T_OpExpr => &mut (*(c as *mut pg_sys::OpExpr)).args,
+                    T_FuncExpr => &mut (*(c as *mut pg_sys::FuncExpr)).args,
+                    T_CoalesceExpr => &mut (*(c as *mut pg_sys::CoalesceExpr)).args,
+                    _ => {
+                        let r = c as *mut pg_sys::RelabelType;
+                        (*r).arg = self.split(q, (*r).arg as *mut pg_sys::Node, leaves)? as *mut pg_sys::Expr;
+                        return Ok(c);
+                    }
+                };
+                let mut out = std::ptr::null_mut();
+                for a in list_cells(*args) {
+                    out = pg_sys::lappend(out, self.split(q, a.ptr_value as *mut pg_sys::Node, leaves)? as *mut std::ffi::c_void);
+                }
+                *args = out;
+                Ok(c)
+            }
+            _ => Err(why),
+        }
     }
 
     /// The range-table entry a Var refers to.
@@ -553,7 +741,7 @@ impl Check {
                 if !self.collation_ok(o.inputcollid) {
                     return self.refuse("a collation other than C");
                 }
-                if let Some(why) = operator_problem(o) {
+                if let Some(why) = operator_problem(o.opno, o.args) {
                     return self.refuse(why);
                 }
                 if is_comparison(o.opno) {
@@ -607,6 +795,26 @@ impl Check {
                     return self.refuse(why);
                 }
             }
+            // x IN (a, b, …): `x = ANY (ARRAY[a, b, …])` in both, NULLs alike.
+            T_ScalarArrayOpExpr => {
+                let o = &*(node as *mut pg_sys::ScalarArrayOpExpr);
+                if !self.collation_ok(o.inputcollid) {
+                    return self.refuse("a collation other than C");
+                }
+                let args = list_cells(o.args);
+                let list = args.get(1).map(|c| c.ptr_value as *mut pg_sys::Node);
+                if !is_comparison(o.opno) || !list.is_some_and(|a| (*a).type_ == T_ArrayExpr) {
+                    return self.refuse("an ANY/ALL comparison other than with a list of values");
+                }
+                if let Some(why) = operator_problem(o.opno, o.args) {
+                    return self.refuse(why);
+                }
+            }
+            T_ArrayExpr => {
+                if (*(node as *mut pg_sys::ArrayExpr)).multidims {
+                    return self.refuse("a multi-dimensional array");
+                }
+            }
             T_SubLink => {
                 let s = &*(node as *mut pg_sys::SubLink);
                 use pg_sys::SubLinkType::*;
@@ -618,6 +826,9 @@ impl Check {
                 if (*(node as *mut pg_sys::NullTest)).argisrow {
                     return self.refuse("IS NULL on a row");
                 }
+            }
+            T_TargetEntry if self.top_outputs && self.levels.len() == 1 && !(*(node as *mut pg_sys::TargetEntry)).resjunk => {
+                return false;
             }
             T_BoolExpr | T_CaseExpr | T_CaseWhen | T_CaseTestExpr | T_CoalesceExpr | T_List | T_TargetEntry | T_SortGroupClause
             | T_FromExpr | T_JoinExpr | T_RangeTblRef | T_CommonTableExpr => {}
@@ -658,11 +869,41 @@ fn is_datetime(t: pg_sys::Oid) -> bool {
     matches!(t, pg_sys::DATEOID | pg_sys::TIMESTAMPOID)
 }
 
-/// Digits, one point, digits: what DuckDB reads as a DECIMAL of the same scale.
-fn is_plain_decimal(s: &str) -> bool {
-    let mut parts = s.splitn(2, '.');
-    let (int, frac) = (parts.next().unwrap_or(""), parts.next());
-    !int.is_empty() && int.bytes().all(|b| b.is_ascii_digit()) && frac.is_some_and(|f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()))
+/// Precision and scale of a numeric constant's text (`-12.50`: 4, 2), if DuckDB's DECIMAL
+/// holds it.
+fn numeric_shape(s: &str) -> Option<(u32, u32)> {
+    let s = s.strip_prefix('-').unwrap_or(s);
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    if int.is_empty() || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let int = int.trim_start_matches('0');
+    let precision = (int.len() + frac.len()).max(1) as u32;
+    (precision <= 38).then_some((precision.max(frac.len() as u32), frac.len() as u32))
+}
+
+/// ruleutils writes a numeric constant that is not a plain decimal (`5`, `-1.5`) as
+/// `'5'::numeric`, which DuckDB reads as DECIMAL(18,3): a scale PostgreSQL's value does not
+/// have. Give every numeric constant of the copy to be deparsed its own precision and
+/// scale as type modifier, so it is written `'5'::numeric(1,0)`.
+#[pg_guard]
+unsafe extern "C-unwind" fn pin_numeric_constants(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    match (*node).type_ {
+        pg_sys::NodeTag::T_Const => {
+            let c = &mut *(node as *mut pg_sys::Const);
+            if c.consttype == pg_sys::NUMERICOID && !c.constisnull {
+                if let Some((p, s)) = numeric_shape(&const_text(c)) {
+                    c.consttypmod = ((p << 16) | s) as i32 + pg_sys::VARHDRSZ as i32;
+                }
+            }
+            false
+        }
+        pg_sys::NodeTag::T_Query => pg_sys::query_tree_walker(node as *mut pg_sys::Query, Some(pin_numeric_constants), ctx, 0),
+        _ => pg_sys::expression_tree_walker(node, Some(pin_numeric_constants), ctx),
+    }
 }
 
 /// Why DuckDB cannot take this constant as PostgreSQL deparses it, if it cannot.
@@ -682,9 +923,8 @@ unsafe fn const_problem(c: &pg_sys::Const) -> Option<String> {
     match c.consttype {
         // A numeric constant without a decimal point is deparsed as `n::numeric`, which
         // DuckDB reads as DECIMAL(18,3): a different scale.
-        // Unless it is a plain decimal (digits and a point), ruleutils writes it as
-        // '…'::numeric, also a DECIMAL(18,3).
-        pg_sys::NUMERICOID if !is_plain_decimal(&out()) => Some("a numeric constant that is not a plain decimal with a fractional part".into()),
+        // Written with its precision and scale for DuckDB (`pin_numeric_constants`).
+        pg_sys::NUMERICOID if numeric_shape(&out()).is_none() => Some("a numeric constant of more than 38 digits, or not a number".into()),
         // PostgreSQL's LIKE escapes with a backslash by default, DuckDB's does not.
         pg_sys::TEXTOID | pg_sys::VARCHAROID if out().contains('\\') => Some("a text constant with a backslash".into()),
         // char(n) comparisons ignore trailing blanks; the stored values are handed over
@@ -746,11 +986,11 @@ fn is_int(t: pg_sys::Oid) -> bool {
 }
 
 /// Why DuckDB cannot take this operator, if it cannot.
-unsafe fn operator_problem(o: &pg_sys::OpExpr) -> Option<String> {
-    let name = opname(o.opno);
+unsafe fn operator_problem(opno: pg_sys::Oid, args: *mut pg_sys::List) -> Option<String> {
+    let name = opname(opno);
     let (mut l, mut r) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
-    pg_sys::op_input_types(o.opno, &mut l, &mut r);
-    let args = list_cells(o.args);
+    pg_sys::op_input_types(opno, &mut l, &mut r);
+    let args = list_cells(args);
     let ok = match name.as_str() {
         "=" | "<>" | "<" | "<=" | ">" | ">=" => {
             (is_number(l) && is_number(r))

@@ -52,30 +52,25 @@ const P_ORDERED: usize = 4;
 /// Per table, the attributes that must hold no infinite values (under EXTRACT).
 const P_FINITE: usize = 5;
 
-/// The plan node for `handover`, returning the columns of `parse`'s target list.
-pub unsafe fn plan_node(handover: &Handover, parse: *mut pg_sys::Query) -> *mut pg_sys::CustomScan {
+/// The plan node for `handover`.
+pub unsafe fn plan_node(handover: &Handover) -> *mut pg_sys::CustomScan {
     let cs = pg_sys::palloc0(std::mem::size_of::<pg_sys::CustomScan>()) as *mut pg_sys::CustomScan;
     (*cs).scan.plan.type_ = pg_sys::NodeTag::T_CustomScan;
     (*cs).methods = &raw const SCAN_METHODS;
     let mut tlist = std::ptr::null_mut();
     let mut scan_tlist = std::ptr::null_mut();
-    let mut resno = 0i16;
-    for c in list_cells((*parse).targetList) {
-        let tle = c.ptr_value as *mut pg_sys::TargetEntry;
-        if (*tle).resjunk {
-            continue;
-        }
-        resno += 1;
-        let e = (*tle).expr as *const pg_sys::Node;
-        let (typid, typmod, coll) = (pg_sys::exprType(e), pg_sys::exprTypmod(e), pg_sys::exprCollation(e));
-        let var = pg_sys::makeVar(pg_sys::INDEX_VAR, resno, typid, typmod, coll, 0);
-        tlist = pg_sys::lappend(tlist, pg_sys::makeTargetEntry(var as *mut pg_sys::Expr, resno, (*tle).resname, false) as *mut std::ffi::c_void);
-        // The scan tuple's columns. A typed NULL rather than a Var: EXPLAIN VERBOSE
-        // resolves INDEX_VAR through this list, and a Var here would refer to itself.
+    // The scan tuple: DuckDB's columns, the leaves. Typed NULLs rather than Vars: EXPLAIN
+    // VERBOSE resolves INDEX_VAR through this list, and a Var here would refer to itself.
+    for (i, &(typid, typmod, coll)) in handover.leaves.iter().enumerate() {
         let (mut len, mut byval) = (0i16, false);
         pg_sys::get_typlenbyval(typid, &mut len, &mut byval);
         let placeholder = pg_sys::makeConst(typid, typmod, coll, len as i32, pg_sys::Datum::from(0usize), true, byval);
-        scan_tlist = pg_sys::lappend(scan_tlist, pg_sys::makeTargetEntry(placeholder as *mut pg_sys::Expr, resno, (*tle).resname, false) as *mut std::ffi::c_void);
+        let name = pg_sys::pstrdup(ddb::cstring(&format!("c{}", i + 1)).as_ptr());
+        scan_tlist = pg_sys::lappend(scan_tlist, pg_sys::makeTargetEntry(placeholder as *mut pg_sys::Expr, i as i16 + 1, name, false) as *mut std::ffi::c_void);
+    }
+    // The query's columns: leaves as they are, or PostgreSQL's expressions over them.
+    for (i, &(expr, name)) in handover.outputs.iter().enumerate() {
+        tlist = pg_sys::lappend(tlist, pg_sys::makeTargetEntry(expr as *mut pg_sys::Expr, i as i16 + 1, name, false) as *mut std::ffi::c_void);
     }
     (*cs).scan.plan.targetlist = tlist;
     (*cs).custom_scan_tlist = scan_tlist;
@@ -307,8 +302,16 @@ fn raise(kind: ddb::duckdb_error_type, msg: &str) -> ! {
     fail(code, &format!("anker: DuckDB: {msg}"))
 }
 
-#[pg_guard]
+/// Not guarded: errors of the projection PostgreSQL computes on top of DuckDB's columns
+/// reach the client as raised (`pg_raw`); `next` is guarded and raises ours itself.
 unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot {
+    crate::pg_raw::exec_scan(&mut (*node).ss, Some(next), Some(crate::scan_node::recheck))
+}
+
+/// DuckDB's next row in the scan slot (its columns: the query's leaves), or NULL.
+#[pg_guard]
+unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::TupleTableSlot {
+    let node = ss as *mut pg_sys::CustomScanState;
     let s = node as *mut State;
     if (*s).done {
         return std::ptr::null_mut();
@@ -339,8 +342,8 @@ unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_
             return std::ptr::null_mut();
         }
     }
+    // In the per-tuple memory ExecScan resets before each row.
     let econtext = (*node).ss.ps.ps_ExprContext;
-    pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
     let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
     let desc = (*slot).tts_tupleDescriptor;
     let chunk = r.chunk.as_ref().expect("a chunk");

@@ -370,6 +370,12 @@ fn input(id: i64) -> Option<Arc<Input>> {
 /// DuckDB's replacement scan: a table name of the query being bound becomes
 /// `anker_scan(id)`.
 pub unsafe extern "C" fn replace_table(info: duckdb_replacement_scan_info, name: *const c_char, _data: *mut c_void) {
+    if let Err(msg) = guarded(|| replace_table_body(info, name)) {
+        eprintln!("anker: {msg}");
+    }
+}
+
+unsafe fn replace_table_body(info: duckdb_replacement_scan_info, name: *const c_char) {
     let name = text(name);
     let Some(&id) = registry().names.get(&name) else { return };
     duckdb_replacement_scan_set_function_name(info, c"anker_scan".as_ptr());
@@ -399,12 +405,30 @@ pub unsafe fn register_function(con: duckdb_connection) -> Result<(), String> {
 }
 
 unsafe extern "C" fn drop_box<T>(p: *mut c_void) {
-    drop(Box::from_raw(p as *mut T));
+    if let Err(msg) = guarded(|| drop(Box::from_raw(p as *mut T))) {
+        eprintln!("anker: {msg}");
+    }
+}
+
+/// Run a callback of DuckDB's: a panic must not cross into C++ (it would abort the
+/// backend), so it becomes an error message.
+fn guarded(f: impl FnOnce()) -> Result<(), String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
+        let what = payload.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| payload.downcast_ref::<String>().cloned());
+        format!("anker_scan failed: {}", what.unwrap_or_else(|| "a panic".into()))
+    })
 }
 
 // ---- DuckDB's callbacks (any thread: no PostgreSQL calls) ----------------------------
 
 unsafe extern "C" fn bind(info: duckdb_bind_info) {
+    if let Err(msg) = guarded(|| bind_body(info)) {
+        let msg = cstring(&msg);
+        duckdb_bind_set_error(info, msg.as_ptr());
+    }
+}
+
+unsafe fn bind_body(info: duckdb_bind_info) {
     let mut v = duckdb_bind_get_parameter(info, 0);
     let id = duckdb_get_int64(v);
     duckdb_destroy_value(&mut v);
@@ -432,6 +456,13 @@ struct Global {
 }
 
 unsafe extern "C" fn init(info: duckdb_init_info) {
+    if let Err(msg) = guarded(|| init_body(info)) {
+        let msg = cstring(&msg);
+        duckdb_init_set_error(info, msg.as_ptr());
+    }
+}
+
+unsafe fn init_body(info: duckdb_init_info) {
     let input = (*(duckdb_init_get_bind_data(info) as *const Arc<Input>)).clone();
     let n = duckdb_init_get_column_count(info);
     let projected: Vec<u64> = (0..n).map(|i| duckdb_init_get_column_index(info, i)).collect();
@@ -439,9 +470,13 @@ unsafe extern "C" fn init(info: duckdb_init_info) {
         duckdb_init_set_error(info, c"anker_scan: the table was not prepared for this query".as_ptr());
         return;
     }
+    let source = input.source.as_ref().expect("checked above");
     for &p in &projected {
-        if p != ROW_ID && input.columns.get(p as usize).is_none_or(|c| c.kind.is_none()) {
-            duckdb_init_set_error(info, c"anker_scan: a column of an unsupported type was asked for".as_ptr());
+        // Only the columns the backend prepared (snapshot, copies) can be read.
+        if p != ROW_ID && source.copied_col.get(p as usize).is_none_or(|c| c.is_none()) {
+            let name = input.columns.get(p as usize).map_or("?", |c| c.name.as_str());
+            let msg = cstring(&format!("anker_scan: DuckDB asked for column \"{name}\", which the query was not prepared to read"));
+            duckdb_init_set_error(info, msg.as_ptr());
             return;
         }
     }
@@ -457,6 +492,13 @@ struct Local {
 }
 
 unsafe extern "C" fn local_init(info: duckdb_init_info) {
+    if let Err(msg) = guarded(|| local_init_body(info)) {
+        let msg = cstring(&msg);
+        duckdb_init_set_error(info, msg.as_ptr());
+    }
+}
+
+unsafe fn local_init_body(info: duckdb_init_info) {
     let g = &*(duckdb_init_get_bind_data(info) as *const Arc<Input>);
     let s = g.source.as_ref().expect("checked by init");
     let n = duckdb_init_get_column_count(info);
@@ -483,6 +525,13 @@ unsafe extern "C" fn local_init(info: duckdb_init_info) {
 }
 
 unsafe extern "C" fn scan(info: duckdb_function_info, out: duckdb_data_chunk) {
+    if let Err(msg) = guarded(|| scan_body(info, out)) {
+        let msg = cstring(&msg);
+        duckdb_function_set_error(info, msg.as_ptr());
+    }
+}
+
+unsafe fn scan_body(info: duckdb_function_info, out: duckdb_data_chunk) {
     let g = &*(duckdb_function_get_init_data(info) as *const Global);
     let local = &mut *(duckdb_function_get_local_init_data(info) as *mut Local);
     let s = g.input.source.as_ref().expect("checked by init");
