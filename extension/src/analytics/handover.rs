@@ -827,6 +827,11 @@ impl Check {
                     return self.refuse("IS NULL on a row");
                 }
             }
+            // PostgreSQL keeps each numeric value's own scale; DuckDB gives a CASE or
+            // COALESCE the widest scale of its branches.
+            T_CaseExpr | T_CoalesceExpr if pg_sys::exprType(node) == pg_sys::NUMERICOID && branch_scales(node).is_none() => {
+                return self.refuse("a CASE or COALESCE whose numeric branches may differ in scale");
+            }
             T_TargetEntry if self.top_outputs && self.levels.len() == 1 && !(*(node as *mut pg_sys::TargetEntry)).resjunk => {
                 return false;
             }
@@ -869,6 +874,73 @@ fn is_datetime(t: pg_sys::Oid) -> bool {
     matches!(t, pg_sys::DATEOID | pg_sys::TIMESTAMPOID)
 }
 
+/// The scale of every value of numeric expression `e`, where it is known from the
+/// expression alone: `Some(None)` for a NULL constant (any scale), None if unknown.
+unsafe fn numeric_scale(e: *mut pg_sys::Node) -> Option<Option<u32>> {
+    use pg_sys::NodeTag::*;
+    let args = |l: *mut pg_sys::List| -> Vec<*mut pg_sys::Node> { list_cells(l).iter().map(|c| c.ptr_value as *mut pg_sys::Node).collect() };
+    match (*e).type_ {
+        T_Const => {
+            let c = &*(e as *mut pg_sys::Const);
+            if c.constisnull {
+                Some(None)
+            } else {
+                numeric_shape(&const_text(c)).map(|(_, s)| Some(s))
+            }
+        }
+        T_Var => match Kind::of(pg_sys::exprType(e), pg_sys::exprTypmod(e)) {
+            Some(Kind::Decimal(_, s)) => Some(Some(s as u32)),
+            _ => None,
+        },
+        T_RelabelType => numeric_scale((*(e as *mut pg_sys::RelabelType)).arg as *mut pg_sys::Node),
+        T_OpExpr => {
+            let o = &*(e as *mut pg_sys::OpExpr);
+            let a = args(o.args);
+            let scales: Option<Vec<u32>> = a.iter().map(|&x| numeric_scale(x).flatten()).collect();
+            let scales = scales?;
+            match (opname(o.opno).as_str(), scales.as_slice()) {
+                ("+" | "-", [l, r]) => Some(Some(*l.max(r))),
+                ("-", [x]) => Some(Some(*x)),
+                ("*", [l, r]) => Some(Some(l + r)),
+                _ => None,
+            }
+        }
+        T_Aggref => {
+            let a = &*(e as *mut pg_sys::Aggref);
+            let name = CStr::from_ptr(pg_sys::get_func_name(a.aggfnoid)).to_string_lossy().into_owned();
+            let arg = list_cells(a.args).first().map(|c| (*(c.ptr_value as *mut pg_sys::TargetEntry)).expr as *mut pg_sys::Node)?;
+            matches!(name.as_str(), "sum" | "min" | "max").then(|| numeric_scale(arg)).flatten()
+        }
+        T_CaseExpr | T_CoalesceExpr => branch_scales(e).map(Some),
+        _ => None,
+    }
+}
+
+/// The one scale of all branches of a numeric CASE or COALESCE, if they share one.
+unsafe fn branch_scales(e: *mut pg_sys::Node) -> Option<u32> {
+    let branches: Vec<*mut pg_sys::Node> = if (*e).type_ == pg_sys::NodeTag::T_CaseExpr {
+        let c = &*(e as *mut pg_sys::CaseExpr);
+        let mut b: Vec<*mut pg_sys::Node> =
+            list_cells(c.args).iter().map(|w| (*(w.ptr_value as *mut pg_sys::CaseWhen)).result as *mut pg_sys::Node).collect();
+        b.push(c.defresult as *mut pg_sys::Node);
+        b
+    } else {
+        list_cells((*(e as *mut pg_sys::CoalesceExpr)).args).iter().map(|c| c.ptr_value as *mut pg_sys::Node).collect()
+    };
+    let mut scale = None;
+    for b in branches {
+        if b.is_null() {
+            continue; // CASE without ELSE: NULL
+        }
+        match numeric_scale(b)? {
+            None => {}
+            Some(s) if scale.is_none_or(|x| x == s) => scale = Some(s),
+            Some(_) => return None,
+        }
+    }
+    Some(scale.unwrap_or(0))
+}
+
 /// Precision and scale of a numeric constant's text (`-12.50`: 4, 2), if DuckDB's DECIMAL
 /// holds it.
 fn numeric_shape(s: &str) -> Option<(u32, u32)> {
@@ -894,8 +966,10 @@ unsafe extern "C-unwind" fn pin_numeric_constants(node: *mut pg_sys::Node, ctx: 
     match (*node).type_ {
         pg_sys::NodeTag::T_Const => {
             let c = &mut *(node as *mut pg_sys::Const);
-            if c.consttype == pg_sys::NUMERICOID && !c.constisnull {
-                if let Some((p, s)) = numeric_shape(&const_text(c)) {
+            if c.consttype == pg_sys::NUMERICOID {
+                // A NULL gets the narrowest type, so that it widens no CASE or COALESCE.
+                let shape = if c.constisnull { Some((1, 0)) } else { numeric_shape(&const_text(c)) };
+                if let Some((p, s)) = shape {
                     c.consttypmod = ((p << 16) | s) as i32 + pg_sys::VARHDRSZ as i32;
                 }
             }
