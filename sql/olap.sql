@@ -136,6 +136,23 @@ SET anker.snapshot_method = none;
 SELECT olap_check('SELECT g, count(*), sum(n) FROM olap@ GROUP BY g');
 RESET anker.snapshot_method;
 
+-- Prepared statements: DuckDB takes custom plans, with the parameters' values as constants;
+-- a generic plan stays in PostgreSQL.
+SET anker.olap_engine = duckdb;
+SET plan_cache_mode = force_custom_plan;
+PREPARE p1(int, numeric, text) AS SELECT count(*), sum(n), avg(i8) FROM olap_a WHERE g = $1 AND n > $2 AND t LIKE $3;
+EXPLAIN (COSTS OFF) EXECUTE p1(3, 10.5, 'x1%');
+EXECUTE p1(3, 10.5, 'x1%');
+EXECUTE p1(4, -100, 'x2%');
+SET anker.olap_engine = postgres;
+SELECT count(*), sum(n), avg(i8) FROM olap_h WHERE g = 3 AND n > 10.5 AND t LIKE 'x1%';
+SELECT count(*), sum(n), avg(i8) FROM olap_h WHERE g = 4 AND n > -100 AND t LIKE 'x2%';
+SET anker.olap_engine = duckdb;
+SET plan_cache_mode = force_generic_plan;
+EXPLAIN (COSTS OFF) EXECUTE p1(3, 10.5, 'x1%');
+RESET plan_cache_mode;
+DEALLOCATE p1;
+RESET anker.olap_engine;
 -- EXPLAIN shows DuckDB's query.
 SET anker.olap_engine = duckdb;
 EXPLAIN (COSTS OFF, VERBOSE) SELECT g, count(*) FROM olap_a WHERE id > 5 GROUP BY g;

@@ -89,7 +89,7 @@ unsafe extern "C-unwind" fn plan(
         return standard(parse);
     }
     *(&raw mut LAST_REFUSAL) = None;
-    let mut check = Check { top_outputs: true, ..Default::default() };
+    let mut check = Check { top_outputs: true, params: bound_params, ..Default::default() };
     check.query(parse);
     let split = if check.reason.is_none() { check.split_outputs(parse) } else { None };
     if cursor_options & pg_sys::CURSOR_OPT_SCROLL as i32 != 0 {
@@ -195,6 +195,12 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, pg_pla
         }
     }
     (*copy).targetList = tlist;
+    if !check.params.is_null() {
+        let mutator: unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node = params_to_constants;
+        // SAFETY: PostgreSQL 15 declares mutators without their arguments (`Node *(*)()`).
+        let mutator = std::mem::transmute::<_, unsafe extern "C-unwind" fn() -> *mut pg_sys::Node>(mutator);
+        pg_sys::query_tree_mutator(copy, Some(mutator), check.params as *mut std::ffi::c_void, pg_sys::QTW_DONT_COPY_QUERY as i32);
+    }
     pin_numeric_constants(copy as *mut pg_sys::Node, std::ptr::null_mut());
     let ordered = follow_join_order(copy, pg_plan);
     if !ordered && list_cells((*(*copy).jointree).fromlist).len() >= 3 {
@@ -447,7 +453,6 @@ pub fn converts(typid: pg_sys::Oid, typmod: i32, t: &LogicalType) -> bool {
 
 /// Walks a query and everything in it; keeps the first reason DuckDB cannot take it and
 /// the anker tables and attributes it reads.
-#[derive(Default)]
 struct Check {
     reason: Option<String>,
     /// Range tables of the enclosing queries, innermost last.
@@ -457,6 +462,24 @@ struct Check {
     finite: BTreeSet<(u32, usize)>,
     /// The top query's output columns are judged by `split_outputs`, not by the walk.
     top_outputs: bool,
+    /// The values of a custom plan's parameters, which DuckDB gets as constants.
+    params: pg_sys::ParamListInfo,
+    /// Inside the arguments of comparisons (numeric scales cannot show).
+    scale_free: u32,
+}
+
+impl Default for Check {
+    fn default() -> Check {
+        Check {
+            reason: None,
+            levels: vec![],
+            tables: Default::default(),
+            finite: Default::default(),
+            top_outputs: false,
+            params: std::ptr::null_mut(),
+            scale_free: 0,
+        }
+    }
 }
 
 impl Check {
@@ -735,7 +758,16 @@ impl Check {
             }
             // The outputs of an IN (…) sub-query, in its test expression.
             T_Param if (*(node as *mut pg_sys::Param)).paramkind == pg_sys::ParamKind::PARAM_SUBLINK => return false,
-            T_Param => return self.refuse("parameters"),
+            // A custom plan's parameter: its value, as a constant.
+            T_Param => {
+                return match bound_value(self.params, node as *mut pg_sys::Param) {
+                    Some(c) => match const_problem(&*c) {
+                        Some(why) => self.refuse(why),
+                        None => false,
+                    },
+                    None => self.refuse("parameters of a generic plan (DuckDB takes the custom plans of prepared statements)"),
+                };
+            }
             T_OpExpr => {
                 let o = &*(node as *mut pg_sys::OpExpr);
                 if !self.collation_ok(o.inputcollid) {
@@ -745,20 +777,15 @@ impl Check {
                     return self.refuse(why);
                 }
                 if is_comparison(o.opno) {
-                    // Scales do not matter to a comparison: integers cast to numeric and
-                    // numeric constants without a fraction are compared exactly.
-                    for c in list_cells(o.args) {
-                        let arg = strip_numeric_cast(c.ptr_value as *mut pg_sys::Node);
-                        if (*arg).type_ == T_Const && (*(arg as *mut pg_sys::Const)).consttype == pg_sys::NUMERICOID {
-                            continue;
-                        }
-                        if walk(arg, self as *mut Check as *mut std::ffi::c_void) {
-                            return true;
-                        }
-                    }
-                    return false;
+                    // Below a comparison numeric scales do not matter (values compare
+                    // exactly at any scale): integers cast to numeric are fine there.
+                    self.scale_free += 1;
+                    let stop = pg_sys::expression_tree_walker(node, Some(walk), self as *mut Check as *mut std::ffi::c_void);
+                    self.scale_free -= 1;
+                    return stop;
                 }
             }
+            T_FuncExpr if self.scale_free > 0 && is_int_to_numeric(node) => {}
             T_FuncExpr => {
                 let f = &*(node as *mut pg_sys::FuncExpr);
                 if let Some(why) = function_problem(f) {
@@ -829,7 +856,9 @@ impl Check {
             }
             // PostgreSQL keeps each numeric value's own scale; DuckDB gives a CASE or
             // COALESCE the widest scale of its branches.
-            T_CaseExpr | T_CoalesceExpr if pg_sys::exprType(node) == pg_sys::NUMERICOID && branch_scales(node).is_none() => {
+            T_CaseExpr | T_CoalesceExpr
+                if self.scale_free == 0 && pg_sys::exprType(node) == pg_sys::NUMERICOID && branch_scales(node).is_none() =>
+            {
                 return self.refuse("a CASE or COALESCE whose numeric branches may differ in scale");
             }
             T_TargetEntry if self.top_outputs && self.levels.len() == 1 && !(*(node as *mut pg_sys::TargetEntry)).resjunk => {
@@ -954,6 +983,46 @@ fn numeric_shape(s: &str) -> Option<(u32, u32)> {
     (precision <= 38).then_some((precision.max(frac.len() as u32), frac.len() as u32))
 }
 
+/// The value of parameter `p` of a custom plan, as a constant; None for a generic plan.
+unsafe fn bound_value(params: pg_sys::ParamListInfo, p: *mut pg_sys::Param) -> Option<*mut pg_sys::Const> {
+    let p = &*p;
+    if params.is_null() || p.paramkind != pg_sys::ParamKind::PARAM_EXTERN || p.paramid < 1 || p.paramid > (*params).numParams {
+        return None;
+    }
+    let mut workspace = std::mem::zeroed::<pg_sys::ParamExternData>();
+    let data = match (*params).paramFetch {
+        Some(fetch) => fetch(params, p.paramid, false, &mut workspace),
+        None => (*params).params.as_mut_ptr().add(p.paramid as usize - 1),
+    };
+    if data.is_null() || (*data).pflags as u32 & pg_sys::PARAM_FLAG_CONST == 0 || (*data).ptype != p.paramtype {
+        return None;
+    }
+    let (mut len, mut byval) = (0i16, false);
+    pg_sys::get_typlenbyval(p.paramtype, &mut len, &mut byval);
+    Some(pg_sys::makeConst(p.paramtype, p.paramtypmod, p.paramcollid, len as i32, (*data).value, (*data).isnull, byval))
+}
+
+/// Replace a custom plan's parameters by their values (the copy to be deparsed).
+#[pg_guard]
+unsafe extern "C-unwind" fn params_to_constants(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> *mut pg_sys::Node {
+    if node.is_null() {
+        return node;
+    }
+    let mutator: unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node = params_to_constants;
+    // SAFETY: as in prepare.
+    let mutator = std::mem::transmute::<_, unsafe extern "C-unwind" fn() -> *mut pg_sys::Node>(mutator);
+    match (*node).type_ {
+        pg_sys::NodeTag::T_Param => match bound_value(ctx as pg_sys::ParamListInfo, node as *mut pg_sys::Param) {
+            Some(c) => c as *mut pg_sys::Node,
+            None => node,
+        },
+        pg_sys::NodeTag::T_Query => {
+            pg_sys::query_tree_mutator(node as *mut pg_sys::Query, Some(mutator), ctx, pg_sys::QTW_DONT_COPY_QUERY as i32) as *mut pg_sys::Node
+        }
+        _ => pg_sys::expression_tree_mutator(node, Some(mutator), ctx),
+    }
+}
+
 /// ruleutils writes a numeric constant that is not a plain decimal (`5`, `-1.5`) as
 /// `'5'::numeric`, which DuckDB reads as DECIMAL(18,3): a scale PostgreSQL's value does not
 /// have. Give every numeric constant of the copy to be deparsed its own precision and
@@ -1016,19 +1085,15 @@ unsafe fn is_comparison(opno: pg_sys::Oid) -> bool {
     matches!(opname(opno).as_str(), "=" | "<>" | "<" | "<=" | ">" | ">=")
 }
 
-/// `arg` without an integer-to-numeric cast around it.
-unsafe fn strip_numeric_cast(arg: *mut pg_sys::Node) -> *mut pg_sys::Node {
-    if (*arg).type_ == pg_sys::NodeTag::T_FuncExpr {
-        let f = &*(arg as *mut pg_sys::FuncExpr);
-        let args = list_cells(f.args);
-        if f.funcresulttype == pg_sys::NUMERICOID && f.funcformat != pg_sys::CoercionForm::COERCE_EXPLICIT_CALL && args.len() == 1 {
-            let inner = args[0].ptr_value as *mut pg_sys::Node;
-            if matches!(pg_sys::exprType(inner), pg_sys::INT2OID | pg_sys::INT4OID | pg_sys::INT8OID) {
-                return inner;
-            }
-        }
-    }
-    arg
+/// An implicit cast of an integer to numeric (DuckDB's DECIMAL(18,3): the value, not
+/// PostgreSQL's scale).
+unsafe fn is_int_to_numeric(node: *mut pg_sys::Node) -> bool {
+    let f = &*(node as *mut pg_sys::FuncExpr);
+    let args = list_cells(f.args);
+    f.funcresulttype == pg_sys::NUMERICOID
+        && f.funcformat != pg_sys::CoercionForm::COERCE_EXPLICIT_CALL
+        && args.len() == 1
+        && is_int(pg_sys::exprType(args[0].ptr_value as *const pg_sys::Node))
 }
 
 /// A non-NULL constant argument.
