@@ -75,6 +75,7 @@ if [ -z "$SRC" ]; then
     command -v dpkg-source >/dev/null || apt-get -o DPkg::Lock::Timeout=600 install -y -qq dpkg-dev >/dev/null
     mkdir -p "$CACHE"
     for v in $( (echo "$installed"; apt-cache showsrc postgresql-15 2>/dev/null | sed -n 's/^Version: //p' | sort -rV) | awk '!seen[$0]++'); do
+        [ -f "$CACHE/postgresql-15-$v/.complete" ] && { SRC=$CACHE/postgresql-15-$v; version=$v; break; }
         dl=$CACHE/download-$v
         rm -rf "$dl" && mkdir -p "$dl"
         echo "pg-suites: fetching the source package of postgresql-15 $v into $CACHE"

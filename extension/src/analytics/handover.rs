@@ -385,6 +385,13 @@ unsafe fn plan_leaves(plan: *mut pg_sys::Plan, out: &mut Vec<i32>) -> bool {
         }
         // A left-deep order: the side that joins more tables first, then the other
         // (the caller checks that no table in it comes without a join condition).
+        // A semi- or anti-join of a pulled-up EXISTS/IN: its inner side is the
+        // sub-query's, which DuckDB joins as it decorrelates the sub-query.
+        T_NestLoop | T_HashJoin | T_MergeJoin
+            if matches!((*(plan as *mut pg_sys::Join)).jointype, pg_sys::JoinType::JOIN_SEMI | pg_sys::JoinType::JOIN_ANTI) =>
+        {
+            plan_leaves((*plan).lefttree, out)
+        }
         T_NestLoop | T_HashJoin | T_MergeJoin => {
             let j = &*(plan as *mut pg_sys::Join);
             let (mut outer, mut inner) = (vec![], vec![]);
