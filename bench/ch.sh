@@ -65,8 +65,8 @@ pg_ms() {
     grep -Eo 'Time: [0-9.]+ ms' <<<"$out" | awk '{print $2}' | sort -n | awk '{a[NR] = $1} END {printf "%.1f\n", a[int((NR + 1) / 2)]}'
 }
 # the rows of query file $2 in database $1, sorted
-pg_rows() {
-    cluster_psql -X -At -P null='(null)' -d "$1" -c "SET statement_timeout = '${TIMEOUT}s'" -f "$2" 2>&1 | sort
+pg_rows() { # (an error is output too, and differs from the other engine's rows)
+    { cluster_psql -X -At -P null='(null)' -d "$1" -c "SET statement_timeout = '${TIMEOUT}s'" -f "$2" 2>&1 || true; } | sort
 }
 
 declare -A duck_ms duck_rows

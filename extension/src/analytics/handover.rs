@@ -383,8 +383,9 @@ unsafe fn plan_leaves(plan: *mut pg_sys::Plan, out: &mut Vec<i32>) -> bool {
             out.push((*(plan as *mut pg_sys::Scan)).scanrelid as i32);
             true
         }
-        // A left-deep order: the side that joins more tables first, then the other
-        // (the caller checks that no table in it comes without a join condition).
+        // A left-deep order: the side that joins several tables first, then the single
+        // table of the other side (the caller checks that no table comes without a join
+        // condition).
         // A semi- or anti-join of a pulled-up EXISTS/IN: its inner side is the
         // sub-query's, which DuckDB joins as it decorrelates the sub-query.
         T_NestLoop | T_HashJoin | T_MergeJoin
@@ -395,9 +396,13 @@ unsafe fn plan_leaves(plan: *mut pg_sys::Plan, out: &mut Vec<i32>) -> bool {
         T_NestLoop | T_HashJoin | T_MergeJoin => {
             let j = &*(plan as *mut pg_sys::Join);
             let (mut outer, mut inner) = (vec![], vec![]);
+            // A join of two multi-table sides (a bushy plan) has no left-deep order
+            // that performs the same joins: flattening one put stock next to orders
+            // with only a warehouse id between them (CH Q21), which exploded.
             if j.jointype != pg_sys::JoinType::JOIN_INNER
                 || !plan_leaves((*plan).lefttree, &mut outer)
                 || !plan_leaves((*plan).righttree, &mut inner)
+                || (outer.len() > 1 && inner.len() > 1)
             {
                 return false;
             }
