@@ -21,8 +21,9 @@ usage: bench/htap.sh [--smoke | --demo] [options]
   --warehouses W        TPC-C warehouses (default 2)
   --duration S          seconds per phase: OLTP alone, OLAP alone, both (default 30)
   --configs LIST        comma-separated: heap, anker-none, anker-cow, anker-memcpy,
-                        anker-vm_snapshot (default: heap plus every anker config when the
-                        extension is installed)
+                        anker-vm_snapshot, anker-duckdb (cow snapshots, anker.olap_engine =
+                        duckdb) (default: heap plus every anker config but anker-duckdb when
+                        the extension is installed)
   --clients N           OLTP clients (pgbench -c), default 2; one OLAP stream always
   --out DIR             output directory (default bench/out/<date>-W<W>-S<S>)
   --mix standard|paper  standard: NewOrder 45, Payment 43, OrderStatus/Delivery/StockLevel 4
@@ -30,7 +31,8 @@ usage: bench/htap.sh [--smoke | --demo] [options]
                         paper, Sec. 6.2). Default standard
   --uniform             warehouse drawn uniformly per transaction instead of a home
                         warehouse per client
-  --queries LIST        OLAP queries from bench/olap (default q1,...,q8,ch1,ch6)
+  --queries LIST        OLAP queries from bench/olap (default q1,...,q8,ch1,ch6); ch: the
+                        22 CH-benCHmark queries of bench/olap/ch
   --warmup S            warm-up seconds of OLTP before measuring (default S/5, 2..30)
   --max-tries N         pgbench --max-tries (retries of serialization/deadlock failures;
                         default 1: failures are counted and reported, not retried)
@@ -109,9 +111,12 @@ case "$MIX" in
     paper)    OLTP_SCRIPTS=(neworder@1 payment@1 orderstatus@1) ;;
     *) echo "htap.sh: --mix must be standard or paper" >&2; exit 2 ;;
 esac
+[ "$QUERIES" = ch ] && QUERIES=$(cd "$BENCH/olap" && ls ch/q*.sql | sed 's/\.sql$//' | paste -sd,)
 IFS=, read -r -a QUERY_LIST <<<"$QUERIES"
+# The file of query $1: bench/olap/$1.pgbench or bench/olap/$1.sql.
+query_file() { if [ -f "$BENCH/olap/$1.pgbench" ]; then echo "$BENCH/olap/$1.pgbench"; else echo "$BENCH/olap/$1.sql"; fi; }
 for q in "${QUERY_LIST[@]}"; do
-    [ -f "$BENCH/olap/$q.pgbench" ] || { echo "htap.sh: no query bench/olap/$q.pgbench" >&2; exit 2; }
+    [ -f "$(query_file "$q")" ] || { echo "htap.sh: no query bench/olap/$q.pgbench or .sql" >&2; exit 2; }
 done
 
 PKGLIBDIR=$("$PG_BINDIR/pg_config" --pkglibdir 2>/dev/null || echo /usr/lib/postgresql/15/lib)
@@ -132,9 +137,9 @@ IFS=, read -r -a CONFIG_LIST <<<"$CONFIGS"
 for c in "${CONFIG_LIST[@]}"; do
     case "$c" in
         heap) ;;
-        anker-none|anker-cow|anker-memcpy|anker-vm_snapshot)
+        anker-none|anker-cow|anker-memcpy|anker-vm_snapshot|anker-duckdb)
             anker_installed || { echo "htap.sh: configuration '$c' needs the anker extension, which is not installed (no $PKGLIBDIR/anker.so); run 'cargo pgrx install' in extension/ first" >&2; exit 2; } ;;
-        *) echo "htap.sh: unknown configuration '$c' (heap, anker-none, anker-cow, anker-memcpy, anker-vm_snapshot)" >&2; exit 2 ;;
+        *) echo "htap.sh: unknown configuration '$c' (heap, anker-none, anker-cow, anker-memcpy, anker-vm_snapshot, anker-duckdb)" >&2; exit 2 ;;
     esac
 done
 
@@ -305,7 +310,7 @@ run_olap() {
             if [ -n "$watch" ] && ! kill -0 "$watch" 2>/dev/null; then break 2; fi
             rm -f "$WORK/olap".*
             start=$(now_ms)
-            ( cd "$WORK" && cluster_pgbench -n -t 1 -f "$BENCH/olap/$q.pgbench" -l --log-prefix="$WORK/olap" ) \
+            ( cd "$WORK" && cluster_pgbench -n -t 1 -f "$(query_file "$q")" -l --log-prefix="$WORK/olap" ) \
                 >"$WORK/olap.out" 2>&1
             rc=$?
             line=$(cat "$WORK"/olap.[0-9]* 2>/dev/null | head -n 1)
@@ -400,7 +405,8 @@ run_config() {
     trap 'exit 130' INT TERM
 
     local am=heap method=
-    case "$CFG" in anker-*) am=anker; method=${CFG#anker-} ;; esac
+    local engine=postgres
+    case "$CFG" in anker-duckdb) am=anker; method=cow; engine=duckdb ;; anker-*) am=anker; method=${CFG#anker-} ;; esac
     local conf=(
         "shared_buffers = '$SHARED_BUFFERS'"
         "synchronous_commit = off"
@@ -412,7 +418,7 @@ run_config() {
         "${EXTRA_CONF[@]}"
     )
     if [ "$am" = anker ]; then
-        conf+=("shared_preload_libraries = 'anker'" "anker.snapshot_method = '$method'" "${ANKER_CONF[@]}")
+        conf+=("shared_preload_libraries = 'anker'" "anker.snapshot_method = '$method'" "anker.olap_engine = '$engine'" "${ANKER_CONF[@]}")
     fi
 
     say "[$CFG] starting a throwaway cluster (W=$WAREHOUSES, $CLIENTS OLTP clients + 1 OLAP stream, ${DURATION}s per phase)"

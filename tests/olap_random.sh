@@ -13,7 +13,7 @@ COUNT=${2:-300}
 . "$ROOT/bench/lib/cluster.sh"
 trap cluster_cleanup EXIT
 cluster_start "shared_preload_libraries = 'anker'" "lc_messages = 'C'" "max_parallel_workers_per_gather = 0" \
-    "anker.snapshot_min_rows = 1000" >/dev/null
+    "anker.snapshot_min_rows = 1000" "anker.olap_min_scan_fraction = 0" >/dev/null
 work=$(cluster_workdir)
 cluster_psql -q -c "CREATE EXTENSION anker"
 for am in anker heap; do

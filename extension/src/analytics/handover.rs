@@ -108,6 +108,17 @@ unsafe extern "C-unwind" fn plan(
     // tree is replaced.
     let stmt = standard(pg_sys::copyObjectImpl(parse as *const std::ffi::c_void) as *mut pg_sys::Query);
     let pg_plan = (*stmt).planTree;
+    let scans = full_scan_cost(&check);
+    let uses_index = plan_uses_index(pg_plan) || list_cells((*stmt).subplans).iter().any(|c| plan_uses_index(c.ptr_value as *mut pg_sys::Plan));
+    if uses_index && (*pg_plan).total_cost < super::min_scan_fraction() * scans {
+        *(&raw mut LAST_REFUSAL) = Some(format!(
+            "PostgreSQL's plan uses indexes and (cost {:.0}) is cheaper than {} of reading its tables in full (cost {:.0}), as DuckDB would (anker.olap_min_scan_fraction)",
+            (*pg_plan).total_cost,
+            super::min_scan_fraction(),
+            scans
+        ));
+        return stmt;
+    }
     match prepare(parse, &check, split.expect("checked"), pg_plan) {
         Ok(handover) => {
             let cscan = super::node::plan_node(&handover);
@@ -170,6 +181,42 @@ pub struct Table {
     pub atts: Vec<usize>,
     /// Attributes whose infinite values DuckDB cannot take (under EXTRACT).
     pub finite: Vec<usize>,
+}
+
+/// Does the plan read an index (DuckDB has none)?
+unsafe fn plan_uses_index(plan: *mut pg_sys::Plan) -> bool {
+    use pg_sys::NodeTag::*;
+    if plan.is_null() {
+        return false;
+    }
+    matches!((*plan).type_, T_IndexScan | T_IndexOnlyScan | T_BitmapIndexScan)
+        || plan_uses_index((*plan).lefttree)
+        || plan_uses_index((*plan).righttree)
+        || ((*plan).type_ == T_BitmapAnd || (*plan).type_ == T_BitmapOr) && {
+            let l = if (*plan).type_ == T_BitmapAnd { (*(plan as *mut pg_sys::BitmapAnd)).bitmapplans } else { (*(plan as *mut pg_sys::BitmapOr)).bitmapplans };
+            list_cells(l).iter().any(|c| plan_uses_index(c.ptr_value as *mut pg_sys::Plan))
+        }
+        || (*plan).type_ == T_Append && list_cells((*(plan as *mut pg_sys::Append)).appendplans).iter().any(|c| plan_uses_index(c.ptr_value as *mut pg_sys::Plan))
+}
+
+/// What reading every table of the query in full costs in PostgreSQL's units (its
+/// sequential-scan formula over the tables' statistics): what DuckDB, which has no indexes,
+/// does.
+unsafe fn full_scan_cost(check: &Check) -> f64 {
+    check
+        .tables
+        .keys()
+        .map(|&relid| {
+            let rel = pg_sys::RelationIdGetRelation(pg_sys::Oid::from(relid));
+            if rel.is_null() {
+                return 0.0;
+            }
+            let c = &*(*rel).rd_rel;
+            let cost = c.relpages.max(0) as f64 * pg_sys::seq_page_cost + c.reltuples.max(0.0) as f64 * pg_sys::cpu_tuple_cost;
+            pg_sys::RelationClose(rel);
+            cost
+        })
+        .sum()
 }
 
 /// Deparse `parse` (its FROM list in the join order of PostgreSQL's plan `pg_plan`, if

@@ -29,6 +29,13 @@ enum Engine {
 static mut ENGINE: i32 = Engine::Postgres as i32;
 static mut THREADS: i32 = 1;
 static mut MEMORY_LIMIT_MB: i32 = 1024;
+static mut MIN_SCAN_FRACTION: f64 = 0.5;
+
+/// `anker.olap_min_scan_fraction`.
+fn min_scan_fraction() -> f64 {
+    // SAFETY: plain read of our GUC variable.
+    unsafe { MIN_SCAN_FRACTION }
+}
 
 static mut ENGINES: [pg_sys::config_enum_entry; 3] = [
     pg_sys::config_enum_entry { name: c"postgres".as_ptr(), val: Engine::Postgres as i32, hidden: false },
@@ -86,6 +93,23 @@ pub fn install() {
             i32::MAX,
             pg_sys::GucContext::PGC_USERSET,
             pg_sys::GUC_UNIT_MB as i32,
+            None,
+            None,
+            None,
+        );
+    }
+    // SAFETY: as above.
+    unsafe {
+        pg_sys::DefineCustomRealVariable(
+            c"anker.olap_min_scan_fraction".as_ptr(),
+            c"A query whose PostgreSQL plan uses indexes goes to DuckDB only when that plan costs at least this fraction of reading every table DuckDB would read in full.".as_ptr(),
+            c"DuckDB has no indexes: a query PostgreSQL answers through index lookups (OLTP statements) is far cheaper in PostgreSQL. 0 hands over every query DuckDB can answer exactly.".as_ptr(),
+            &raw mut MIN_SCAN_FRACTION,
+            0.5,
+            0.0,
+            1e6,
+            pg_sys::GucContext::PGC_USERSET,
+            0,
             None,
             None,
             None,
