@@ -6,6 +6,7 @@ use crate::agg::Numeric;
 
 /// `n · 10^scale` as an integer, or None when that is not an integer (more fractional
 /// digits than `scale` that are not zero), overflows `i128`, or `n` is NaN or infinite.
+#[inline]
 pub fn to_scaled(n: Numeric, scale: u32) -> Option<i128> {
     let Numeric::Finite { negative, weight, digits, .. } = n else { return None };
     let mut units: i128 = 0;
@@ -17,17 +18,32 @@ pub fn to_scaled(n: Numeric, scale: u32) -> Option<i128> {
         // exponent of 10 of this digit's last decimal place, after scaling
         let exp = 4 * (weight - i as i32) + scale as i32;
         if exp >= 0 {
-            units = units.checked_add(d.checked_mul(10i128.checked_pow(exp as u32)?)?)?;
-        } else {
-            let div = 10i128.checked_pow((-exp) as u32)?;
+            units = units.checked_add(d.checked_mul(*POW10.get(exp as usize)?)?)?;
+        } else if exp > -4 {
+            // a digit partly below the scale: only its zero decimals may go (i64
+            // arithmetic: a digit is below 10,000, and i128 division is slow)
+            let (d, div) = (d as i64, POW10[(-exp) as usize] as i64);
             if d % div != 0 {
                 return None;
             }
-            units = units.checked_add(d / div)?;
+            units = units.checked_add((d / div) as i128)?;
+        } else if d != 0 {
+            return None; // a digit wholly below the scale
         }
     }
     Some(if negative { -units } else { units })
 }
+
+/// 10^0 .. 10^38, the powers an i128 holds.
+const POW10: [i128; 39] = {
+    let mut p = [1i128; 39];
+    let mut i = 1;
+    while i < 39 {
+        p[i] = p[i - 1] * 10;
+        i += 1;
+    }
+    p
+};
 
 /// The decimal literal of `units · 10^-scale`, with exactly `scale` fractional digits (what
 /// PostgreSQL's `numeric_in` turns into a numeric of display scale `scale`).
@@ -72,6 +88,13 @@ mod tests {
         assert_eq!(to_scaled(Numeric::NaN, 2), None);
         // 10^40 does not fit
         assert_eq!(scaled(&num(false, 10, &[1]), 0), None);
+        // digits wholly below the scale: zero (trailing zero groups) or not representable
+        assert_eq!(scaled(&num(false, 0, &[1, 0, 0]), 2), Some(100));
+        assert_eq!(scaled(&num(false, -2, &[1]), 2), None, "0.00000001 at scale 2");
+        // every position of a digit partly below the scale
+        assert_eq!(scaled(&num(false, -1, &[1200]), 2), Some(12));
+        assert_eq!(scaled(&num(false, -1, &[1230]), 2), None);
+        assert_eq!(scaled(&num(true, -1, &[1230]), 3), Some(-123));
     }
 
     #[test]
