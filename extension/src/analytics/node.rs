@@ -197,7 +197,7 @@ unsafe fn start(s: *mut State) {
     let node = s as *mut pg_sys::CustomScanState;
     let estate = (*node).ss.ps.state;
     let started = std::time::Instant::now();
-    let mut running = Box::new(Running {
+    let new = Box::new(Running {
         inputs: vec![],
         scans: vec![],
         chunk: None,
@@ -223,9 +223,10 @@ unsafe fn start(s: *mut State) {
         .map(|c| list_cells(c.ptr_value as *mut pg_sys::List).iter().map(|a| a.int_value as usize).collect())
         .collect();
     let mut by_name = HashMap::new();
-    // Owned by `s` from here on: an error below frees what was set up so far.
-    (*s).running = Box::into_raw(running);
-    running = Box::from_raw((*s).running);
+    // Owned by `s` from here on (the only owner): an error below frees what was set up
+    // so far, through the memory context callback.
+    (*s).running = Box::into_raw(new);
+    let running = &mut *(*s).running;
     for (((relid, name), cols), finite) in relids.iter().zip(&names).zip(&atts).zip(&finite) {
         let rel = pg_sys::RelationIdGetRelation(*relid);
         let mut input = Input::describe(rel);
@@ -271,7 +272,6 @@ unsafe fn start(s: *mut State) {
         Ok(())
     })();
     running.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
-    (*s).running = Box::into_raw(running);
     if let Err((kind, msg)) = outcome {
         release(s);
         pg_sys::check_for_interrupts!();

@@ -116,9 +116,9 @@ enum Unit {
 /// layout of a column page (fixed-width bytes, or a varlena), or NULL.
 #[derive(Default)]
 struct Copied {
-    /// (offset, length) into `bytes` per row and column of `Source::columns`; length
-    /// `u32::MAX` is NULL.
-    cells: Vec<(u32, u32)>,
+    /// (offset, length) into `bytes` per row and copied column; length `u32::MAX` is
+    /// NULL (a value is at most 1 GB, PostgreSQL's limit).
+    cells: Vec<(usize, u32)>,
     bytes: Vec<u8>,
     ncols: usize,
     rows: usize,
@@ -130,7 +130,7 @@ impl Copied {
         if len == u32::MAX {
             return ValueRef::Null;
         }
-        let p = self.bytes[off as usize..].as_ptr();
+        let p = self.bytes[off..].as_ptr();
         if fixed {
             ValueRef::Fixed(p)
         } else {
@@ -316,7 +316,7 @@ impl RowSink for Collector {
                 // SAFETY: anker's values are detoasted varlenas.
                 c.bytes.extend_from_slice(unsafe { std::slice::from_raw_parts(p, datum::varsize_any(p)) });
             }
-            c.cells.push((off as u32, (c.bytes.len() - off) as u32));
+            c.cells.push((off, (c.bytes.len() - off) as u32));
         }
         c.rows += 1;
         let n = c.rows;
