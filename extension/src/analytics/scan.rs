@@ -558,8 +558,7 @@ unsafe fn scan_body(info: duckdb_function_info, out: duckdb_data_chunk) {
         }
         let col = &g.input.columns[p as usize];
         let kind = col.kind.expect("checked by init");
-        let mut w = Writer {
-            finite: col.finite, vec, data: duckdb_vector_get_data(vec), validity: std::ptr::null_mut() };
+        let mut w = Writer { finite: col.finite, vec, data: duckdb_vector_get_data(vec), validity: std::ptr::null_mut() };
         let result = match unit {
             Unit::Rows(lo, _) => {
                 let cc = local.caches[j].as_mut().expect("a snapshot column");
