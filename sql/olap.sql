@@ -99,6 +99,8 @@ SELECT olap_check('WITH w AS (SELECT g, count(*) AS n FROM olap@ GROUP BY g) SEL
 SELECT olap_check('SELECT avg(id), avg(g), avg(i8), avg(n), avg(big) FROM olap@');
 SELECT olap_check('SELECT g, avg(n), sum(n) / count(*), 100.00 * sum(n) / (1 + sum(big)) FROM olap@ GROUP BY g');
 SELECT olap_check('SELECT avg(n) FROM olap@ WHERE id > 1000000');
+-- A sum of a CASE whose branches differ in scale has the largest scale of the rows summed.
+SELECT olap_check('SELECT g, sum(CASE WHEN b THEN n ELSE 0 END), sum(CASE WHEN id < 0 THEN n ELSE 0 END), sum(CASE WHEN g = 1 THEN n * 1.5 WHEN g = 2 THEN 7 END) FROM olap@ GROUP BY g');
 SELECT olap_check('SELECT t || v, n / 7 FROM olap@ WHERE id < 5');
 SELECT olap_check('SELECT count(*) FROM olap@ WHERE g IN (1, 3, 5) OR c IN (''ab'', ''b1'')');
 -- What stays in PostgreSQL, and why.

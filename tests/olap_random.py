@@ -88,6 +88,11 @@ class Gen:
         r = self.r
         c = self.pick(ALL)
         col = f"{alias}.{c}"
+        if c == "n" and r.random() < 0.3:
+            # sums whose scale depends on which branches rows take
+            return self.pick([f"sum(CASE WHEN {alias}.b THEN {col} ELSE 0 END)",
+                              f"sum(CASE WHEN {alias}.i2 > {r.randint(0, 20)} THEN {col} WHEN {alias}.b THEN 1.5 END)",
+                              f"sum(CASE WHEN {alias}.t LIKE 't1%' THEN {col} ELSE 0 END) / count(*)"])
         if c in NUMS:
             return self.pick([f"sum({col})", f"avg({col})", f"min({col})", f"max({col})", f"count({col})", f"count(DISTINCT {col})"])
         if c in ["d", "ts", "t"]:

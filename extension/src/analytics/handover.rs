@@ -146,6 +146,75 @@ const F_NUMERIC_INT8: u32 = 1781;
 const F_NUMERIC_DIV: u32 = 1727;
 const OP_NUMERIC_DIV: u32 = 1761;
 
+const F_ROUND_NUMERIC_INT4: u32 = 1707;
+const F_INT8GT: u32 = 470;
+const OP_INT8GT: u32 = 413;
+
+/// `sum(CASE …)` over numerics whose branches have known, different scales: the CASE and
+/// its branches' scales (ascending), if `e` is one.
+unsafe fn mixed_case_sum(e: *mut pg_sys::Node) -> Option<(*mut pg_sys::CaseExpr, Vec<u32>)> {
+    let a = &*(e as *mut pg_sys::Aggref);
+    if CStr::from_ptr(pg_sys::get_func_name(a.aggfnoid)).to_bytes() != b"sum" || a.aggtype != pg_sys::NUMERICOID || !a.aggdistinct.is_null() {
+        return None;
+    }
+    let arg = (*(list_cells(a.args).first()?.ptr_value as *mut pg_sys::TargetEntry)).expr as *mut pg_sys::Node;
+    if (*arg).type_ != pg_sys::NodeTag::T_CaseExpr || branch_scales(arg).is_some() {
+        return None;
+    }
+    let c = arg as *mut pg_sys::CaseExpr;
+    let mut branches: Vec<*mut pg_sys::Node> = list_cells((*c).args).iter().map(|w| (*(w.ptr_value as *mut pg_sys::CaseWhen)).result as *mut pg_sys::Node).collect();
+    branches.push((*c).defresult as *mut pg_sys::Node);
+    let mut scales = vec![];
+    for b in branches {
+        if b.is_null() {
+            continue;
+        }
+        match numeric_scale(b)? {
+            Some(x) => scales.push(x),
+            None => {}
+        }
+    }
+    scales.sort_unstable();
+    scales.dedup();
+    (scales.len() >= 2).then_some((c, scales))
+}
+
+/// `round(x, scale)` (numeric, int4).
+unsafe fn round_numeric(x: *mut pg_sys::Node, scale: u32) -> *mut pg_sys::Node {
+    let s = pg_sys::makeConst(pg_sys::INT4OID, -1, pg_sys::InvalidOid, 4, pg_sys::Datum::from(scale as i32), false, true);
+    let args = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), x as *mut std::ffi::c_void), s as *mut std::ffi::c_void);
+    pg_sys::makeFuncExpr(pg_sys::Oid::from(F_ROUND_NUMERIC_INT4), pg_sys::NUMERICOID, args, pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL) as *mut pg_sys::Node
+}
+
+/// `n > 0` for an int8 `n`.
+unsafe fn int8_positive(n: *mut pg_sys::Node) -> *mut pg_sys::Node {
+    let zero = pg_sys::makeConst(pg_sys::INT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(0i64), false, true);
+    let gt = pg_sys::palloc0(std::mem::size_of::<pg_sys::OpExpr>()) as *mut pg_sys::OpExpr;
+    (*gt).xpr.type_ = pg_sys::NodeTag::T_OpExpr;
+    (*gt).opno = pg_sys::Oid::from(OP_INT8GT);
+    (*gt).opfuncid = pg_sys::Oid::from(F_INT8GT);
+    (*gt).opresulttype = pg_sys::BOOLOID;
+    (*gt).args = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), n as *mut std::ffi::c_void), zero as *mut std::ffi::c_void);
+    (*gt).location = -1;
+    gt as *mut pg_sys::Node
+}
+
+/// `CASE WHEN cond THEN then ELSE otherwise END` over numerics.
+unsafe fn case_when(cond: *mut pg_sys::Node, then: *mut pg_sys::Node, otherwise: *mut pg_sys::Node) -> *mut pg_sys::Node {
+    let w = pg_sys::palloc0(std::mem::size_of::<pg_sys::CaseWhen>()) as *mut pg_sys::CaseWhen;
+    (*w).xpr.type_ = pg_sys::NodeTag::T_CaseWhen;
+    (*w).expr = cond as *mut pg_sys::Expr;
+    (*w).result = then as *mut pg_sys::Expr;
+    (*w).location = -1;
+    let c = pg_sys::palloc0(std::mem::size_of::<pg_sys::CaseExpr>()) as *mut pg_sys::CaseExpr;
+    (*c).xpr.type_ = pg_sys::NodeTag::T_CaseExpr;
+    (*c).casetype = pg_sys::NUMERICOID;
+    (*c).args = pg_sys::lappend(std::ptr::null_mut(), w as *mut std::ffi::c_void);
+    (*c).defresult = otherwise as *mut pg_sys::Expr;
+    (*c).location = -1;
+    c as *mut pg_sys::Node
+}
+
 /// A reference to leaf number `k` (from 1) of DuckDB's result.
 unsafe fn leaf_var(e: *mut pg_sys::Node, k: usize) -> *mut pg_sys::Node {
     pg_sys::makeVar(pg_sys::INDEX_VAR, k as i16, pg_sys::exprType(e), pg_sys::exprTypmod(e), pg_sys::exprCollation(e), 0) as *mut pg_sys::Node
@@ -658,6 +727,57 @@ impl Check {
         let copy = |n: *mut pg_sys::Node| pg_sys::copyObjectImpl(n as *const std::ffi::c_void) as *mut pg_sys::Node;
         match (*e).type_ {
             T_Const => Ok(copy(e)),
+            T_Aggref if mixed_case_sum(e).is_some() => {
+                // sum(CASE … THEN x ELSE 0 END): PostgreSQL's result has the largest scale
+                // of the values summed, so it depends on which branches rows took; DuckDB
+                // sums at the largest scale of all branches. DuckDB returns the sum and, per
+                // scale, how many rows took a branch of that scale; PostgreSQL rounds the sum
+                // to the largest scale that occurred (exact: smaller-scale values have no
+                // digits beyond it).
+                let (case, scales) = mixed_case_sum(e).expect("checked");
+                // Below this sum, scales do not matter: the value is exact at DuckDB's
+                // scale, and PostgreSQL's projection sets the scale.
+                self.scale_free += 1;
+                let exact = self.exact(q, e);
+                self.scale_free -= 1;
+                if exact.is_err() {
+                    return Err(why);
+                }
+                leaves.push((e, 0, std::ptr::null_mut()));
+                let sum = leaf_var(e, leaves.len());
+                // Largest scale first: CASE WHEN rows of scale 4 THEN … WHEN rows of 2 … ELSE 0.
+                let mut result = round_numeric(sum, scales[0]);
+                for &scale in &scales[1..] {
+                    // count(CASE … the branches of this scale … ELSE NULL END)
+                    let branch_case = copy(case as *mut pg_sys::Node) as *mut pg_sys::CaseExpr;
+                    let null = || pg_sys::makeConst(pg_sys::NUMERICOID, -1, pg_sys::InvalidOid, -1, pg_sys::Datum::from(0usize), true, false) as *mut pg_sys::Expr;
+                    for w in list_cells((*branch_case).args) {
+                        let w = w.ptr_value as *mut pg_sys::CaseWhen;
+                        if numeric_scale((*w).result as *mut pg_sys::Node) != Some(Some(scale)) {
+                            (*w).result = null();
+                        }
+                    }
+                    if numeric_scale((*branch_case).defresult as *mut pg_sys::Node) != Some(Some(scale)) {
+                        (*branch_case).defresult = null();
+                    }
+                    let n = copy(e) as *mut pg_sys::Aggref;
+                    (*n).aggfnoid = pg_sys::Oid::from(F_COUNT_ANY);
+                    (*n).aggtype = pg_sys::INT8OID;
+                    let tle = pg_sys::makeTargetEntry(branch_case as *mut pg_sys::Expr, 1, std::ptr::null_mut(), false);
+                    (*n).args = pg_sys::lappend(std::ptr::null_mut(), tle as *mut std::ffi::c_void);
+                    let n = n as *mut pg_sys::Node;
+                    self.scale_free += 1;
+                    let exact = self.exact(q, n);
+                    self.scale_free -= 1;
+                    if exact.is_err() {
+                        return Err(why);
+                    }
+                    leaves.push((n, 0, std::ptr::null_mut()));
+                    let n = leaf_var(n, leaves.len());
+                    result = case_when(int8_positive(n), round_numeric(sum, scale), result);
+                }
+                Ok(result)
+            }
             T_Aggref => {
                 let a = e as *mut pg_sys::Aggref;
                 let avg_of = list_cells((*a).aggargtypes).first().map(|c| c.oid_value);
@@ -981,6 +1101,8 @@ unsafe fn numeric_scale(e: *mut pg_sys::Node) -> Option<Option<u32>> {
             _ => None,
         },
         T_RelabelType => numeric_scale((*(e as *mut pg_sys::RelabelType)).arg as *mut pg_sys::Node),
+        // an integer as numeric has scale 0 in PostgreSQL
+        T_FuncExpr if is_int_to_numeric(e) => Some(Some(0)),
         T_OpExpr => {
             let o = &*(e as *mut pg_sys::OpExpr);
             let a = args(o.args);
