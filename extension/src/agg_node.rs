@@ -653,14 +653,6 @@ unsafe fn read_int(p: *const u8, width: usize) -> i64 {
     }
 }
 
-/// The payload of an in-memory varlena (after its 1- or 4-byte header).
-#[inline]
-unsafe fn varlena_payload<'a>(p: *const u8) -> &'a [u8] {
-    let total = datum::varsize_any(p);
-    let header = if *p & 0x01 == 0x01 { 1 } else { 4 };
-    std::slice::from_raw_parts(p.add(header), total.saturating_sub(header))
-}
-
 fn numeric_from(payload: &[u8]) -> Numeric<'_> {
     match parse_numeric(payload) {
         Some(n) => n,
@@ -767,7 +759,7 @@ impl Aggregator {
                     if let Some(p) = v.varlena(att) {
                         // SAFETY: an in-memory varlena (snapshot pages are
                         // frozen; slot values live until the next row).
-                        acc.add_numeric(numeric_from(unsafe { varlena_payload(p) }));
+                        acc.add_numeric(numeric_from(unsafe { datum::varlena_payload(p) }));
                     }
                 }
             }

@@ -93,6 +93,18 @@ pub fn varsize_any(p: *const u8) -> usize {
     }
 }
 
+/// The payload of an in-memory (not external, not compressed) varlena: the bytes after
+/// its 1- or 4-byte header.
+///
+/// # Safety
+/// `p` points at such a varlena, which outlives the slice.
+#[inline]
+pub unsafe fn varlena_payload<'a>(p: *const u8) -> &'a [u8] {
+    let total = varsize_any(p);
+    let header = if is_1b(p) { 1 } else { 4 };
+    std::slice::from_raw_parts(p.add(header), total.saturating_sub(header))
+}
+
 impl Encoder {
     /// Encode `values`/`nulls` (one per attribute of `desc`) for a table
     /// with `ncols` columns: columns beyond the attributes (left behind by

@@ -635,7 +635,7 @@ impl Writer {
                 };
             }
             Kind::Decimal(width, scale) => {
-                let n = parse_numeric(varlena_payload(p)).ok_or("anker: a stored numeric value is malformed")?;
+                let n = parse_numeric(datum::varlena_payload(p)).ok_or("anker: a stored numeric value is malformed")?;
                 let units = decimal::to_scaled(n, scale as u32)
                     .ok_or("anker: a numeric value (NaN or infinity) cannot be read by DuckDB")?;
                 match width {
@@ -646,7 +646,7 @@ impl Writer {
                 }
             }
             Kind::Text | Kind::Bpchar => {
-                let mut s = varlena_payload(p);
+                let mut s = datum::varlena_payload(p);
                 if kind == Kind::Bpchar {
                     while let [rest @ .., b' '] = s {
                         s = rest;
@@ -657,12 +657,4 @@ impl Writer {
         }
         Ok(())
     }
-}
-
-/// The payload of an in-memory varlena (1- or 4-byte header).
-#[inline]
-unsafe fn varlena_payload<'a>(p: *const u8) -> &'a [u8] {
-    let total = datum::varsize_any(p);
-    let header = if *p & 0x01 == 0x01 { 1 } else { 4 };
-    std::slice::from_raw_parts(p.add(header), total.saturating_sub(header))
 }
