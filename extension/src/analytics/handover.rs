@@ -1238,16 +1238,10 @@ unsafe fn const_problem(c: &pg_sys::Const) -> Option<String> {
     if c.constisnull {
         return None;
     }
-    let out = || {
-        let mut typoutput = pg_sys::InvalidOid;
-        let mut varlena = false;
-        pg_sys::getTypeOutputInfo(c.consttype, &mut typoutput, &mut varlena);
-        CStr::from_ptr(pg_sys::OidOutputFunctionCall(typoutput, c.constvalue)).to_string_lossy().into_owned()
-    };
+    let out = || const_text(c);
     match c.consttype {
-        // A numeric constant without a decimal point is deparsed as `n::numeric`, which
-        // DuckDB reads as DECIMAL(18,3): a different scale.
-        // Written with its precision and scale for DuckDB (`pin_numeric_constants`).
+        // Written with its precision and scale for DuckDB (`pin_numeric_constants`), which
+        // DuckDB's DECIMAL must hold.
         pg_sys::NUMERICOID if numeric_shape(&out()).is_none() => Some("a numeric constant of more than 38 digits, or not a number".into()),
         // PostgreSQL's LIKE escapes with a backslash by default, DuckDB's does not.
         pg_sys::TEXTOID | pg_sys::VARCHAROID if out().contains('\\') => Some("a text constant with a backslash".into()),
