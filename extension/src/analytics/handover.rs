@@ -325,7 +325,7 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, pg_pla
     let sql = deparse(copy);
     let mut tables = vec![];
     let mut names: HashMap<String, i64> = HashMap::new();
-    let mut ids = vec![];
+    let mut registered = vec![];
     for (&relid, atts) in &check.tables {
         let relid = pg_sys::Oid::from(relid);
         let name = CStr::from_ptr(pg_sys::get_rel_name(relid)).to_string_lossy().into_owned();
@@ -341,25 +341,17 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, pg_pla
         if atts.is_empty() {
             atts.extend(input.columns.iter().find(|c| c.kind.is_some()).map(|c| c.att));
         }
-        let id = scan::register(input);
-        ids.push(id);
-        names.insert(name.clone(), id);
+        let r = scan::register(input);
+        names.insert(name.clone(), r.id());
+        registered.push(r);
         let finite = check.finite.iter().filter(|(r, _)| *r == relid.to_u32()).map(|&(_, a)| a).collect();
         tables.push(Table { relid, name, atts: atts.iter().copied().collect(), finite });
     }
-    let result = (|| {
-        let con = connect()?;
-        set_join_order(&con, ordered)?;
-        scan::set_names(names);
-        let prepared = ddb::Prepared::new(con.0, &sql);
-        scan::set_names(HashMap::new());
-        let prepared = prepared.map_err(|e| format!("DuckDB cannot prepare it: {e}"))?;
-        compare_types(&split.leaves, &prepared.column_types())
-    })();
-    for id in ids {
-        scan::unregister(id);
-    }
-    result?;
+    let con = connect()?;
+    set_join_order(&con, ordered)?;
+    let prepared = scan::with_names(names, || ddb::Prepared::new(con.0, &sql)).map_err(|e| format!("DuckDB cannot prepare it: {e}"))?;
+    compare_types(&split.leaves, &prepared.column_types())?;
+    drop(registered);
     let leaves = split
         .leaves
         .iter()

@@ -106,8 +106,9 @@ pub unsafe fn plan_node(handover: &Handover) -> *mut pg_sys::CustomScan {
 /// A query running in DuckDB. Owned by the executor state through a pointer, and freed
 /// by [`end`] or, after an error, by the query memory context's reset callback.
 struct Running {
-    /// Inputs registered for DuckDB, and the scans holding their snapshots.
-    inputs: Vec<i64>,
+    /// Inputs registered for DuckDB (taken out after the DuckDB objects below are gone),
+    /// and the scans holding their snapshots.
+    inputs: Vec<scan::Registration>,
     scans: Vec<(pg_sys::Relation, pg_sys::TableScanDesc)>,
     // Field order is drop order: the result before the statement and the connection.
     chunk: Option<Chunk>,
@@ -126,9 +127,6 @@ impl Drop for Running {
         self.result = None;
         self.prepared = None;
         self.con = None;
-        for &id in &self.inputs {
-            scan::unregister(id);
-        }
     }
 }
 
@@ -149,6 +147,17 @@ unsafe extern "C-unwind" fn create_state(cscan: *mut pg_sys::CustomScan) -> *mut
 unsafe fn private(node: *mut pg_sys::CustomScanState, i: usize) -> *mut std::ffi::c_void {
     let cscan = (*node).ss.ps.plan as *mut pg_sys::CustomScan;
     list_cells((*cscan).custom_private)[i].ptr_value
+}
+
+/// The anker tables of the plan: relation and the name the query text uses.
+unsafe fn tables_of(node: *mut pg_sys::CustomScanState) -> Vec<(pg_sys::Oid, String)> {
+    let relids = list_cells(private(node, P_RELIDS) as *mut pg_sys::List);
+    let names = list_cells(private(node, P_NAMES) as *mut pg_sys::List);
+    relids
+        .iter()
+        .zip(names)
+        .map(|(r, n)| (r.oid_value, CStr::from_ptr((*(n.ptr_value as *mut pg_sys::String)).sval).to_string_lossy().into_owned()))
+        .collect()
 }
 
 unsafe fn ordered(node: *mut pg_sys::CustomScanState) -> bool {
@@ -209,11 +218,7 @@ unsafe fn start(s: *mut State) {
         rows_in: 0,
         elapsed_ms: 0.0,
     });
-    let relids: Vec<pg_sys::Oid> = list_cells(private(node, P_RELIDS) as *mut pg_sys::List).iter().map(|c| c.oid_value).collect();
-    let names: Vec<String> = list_cells(private(node, P_NAMES) as *mut pg_sys::List)
-        .iter()
-        .map(|c| CStr::from_ptr((*(c.ptr_value as *mut pg_sys::String)).sval).to_string_lossy().into_owned())
-        .collect();
+    let tables = tables_of(node);
     let atts: Vec<Vec<usize>> = list_cells(private(node, P_ATTS) as *mut pg_sys::List)
         .iter()
         .map(|c| list_cells(c.ptr_value as *mut pg_sys::List).iter().map(|a| a.int_value as usize).collect())
@@ -227,24 +232,21 @@ unsafe fn start(s: *mut State) {
     // so far, through the memory context callback.
     (*s).running = Box::into_raw(new);
     let running = &mut *(*s).running;
-    for (((relid, name), cols), finite) in relids.iter().zip(&names).zip(&atts).zip(&finite) {
-        let rel = pg_sys::RelationIdGetRelation(*relid);
+    for (((relid, name), cols), finite) in tables.into_iter().zip(&atts).zip(&finite) {
+        let rel = pg_sys::RelationIdGetRelation(relid);
         let mut input = Input::describe(rel);
         input.require_finite(finite);
         let sd = input.collect(rel, cols, estate);
         running.rows_in += input.rows();
         running.scans.push((rel, sd));
-        let id = scan::register(input);
-        running.inputs.push(id);
-        by_name.insert(name.clone(), id);
+        let r = scan::register(input);
+        by_name.insert(name, r.id());
+        running.inputs.push(r);
     }
     let outcome = (|| -> Result<(), (u32, String)> {
         let con = connect().map_err(|e| (0, e))?;
         handover::set_join_order(&con, ordered(node)).map_err(|e| (0, e))?;
-        scan::set_names(by_name);
-        let prepared = Prepared::new(con.0, &sql_of(node));
-        scan::set_names(HashMap::new());
-        let prepared = prepared.map_err(|e| (0, e))?;
+        let prepared = scan::with_names(by_name, || Prepared::new(con.0, &sql_of(node))).map_err(|e| (0, e))?;
         running.types = prepared.column_types();
         let mut pending = Pending(std::ptr::null_mut());
         if ddb::duckdb_pending_prepared_streaming(prepared.0, &mut pending.0) != ddb::SUCCESS {
@@ -439,28 +441,20 @@ unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
 /// DuckDB's physical plan of the query, as its EXPLAIN prints it (the tables described,
 /// not read).
 unsafe fn duckdb_plan(node: *mut pg_sys::CustomScanState) -> Result<String, String> {
-    let relids: Vec<pg_sys::Oid> = list_cells(private(node, P_RELIDS) as *mut pg_sys::List).iter().map(|c| c.oid_value).collect();
-    let names = list_cells(private(node, P_NAMES) as *mut pg_sys::List);
     let mut by_name = HashMap::new();
-    let mut ids = vec![];
-    for (relid, name) in relids.iter().zip(names) {
-        let rel = pg_sys::RelationIdGetRelation(*relid);
-        let id = scan::register(Input::describe(rel));
+    let mut registered = vec![];
+    for (relid, name) in tables_of(node) {
+        let rel = pg_sys::RelationIdGetRelation(relid);
+        let r = scan::register(Input::describe(rel));
         pg_sys::RelationClose(rel);
-        ids.push(id);
-        by_name.insert(CStr::from_ptr((*(name.ptr_value as *mut pg_sys::String)).sval).to_string_lossy().into_owned(), id);
+        by_name.insert(name, r.id());
+        registered.push(r);
     }
-    let plan = connect().and_then(|con| {
-        handover::set_join_order(&con, ordered(node))?;
-        scan::set_names(by_name);
-        let rows = con.strings(&format!("EXPLAIN {}", sql_of(node)));
-        scan::set_names(HashMap::new());
-        rows
-    });
-    for id in ids {
-        scan::unregister(id);
-    }
-    Ok(plan?.iter().filter_map(|r| r.get(1).cloned()).collect::<Vec<_>>().join("\n"))
+    let con = connect()?;
+    handover::set_join_order(&con, ordered(node))?;
+    let rows = scan::with_names(by_name, || con.strings(&format!("EXPLAIN {}", sql_of(node))))?;
+    drop(registered);
+    Ok(rows.iter().filter_map(|r| r.get(1).cloned()).collect::<Vec<_>>().join("\n"))
 }
 
 #[pg_guard]

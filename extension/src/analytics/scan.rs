@@ -345,22 +345,38 @@ fn registry() -> std::sync::MutexGuard<'static, Registry> {
     REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Register `input`; its id.
-pub fn register(input: Input) -> i64 {
+/// An input in the registry; dropping it takes the input out (an error on the way drops it
+/// too).
+pub struct Registration(i64);
+
+impl Registration {
+    pub fn id(&self) -> i64 {
+        self.0
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        registry().inputs.remove(&self.0);
+    }
+}
+
+/// Register `input`.
+pub fn register(input: Input) -> Registration {
     let mut r = registry();
     let id = r.next;
     r.next += 1;
     r.inputs.insert(id, Arc::new(input));
-    id
+    Registration(id)
 }
 
-pub fn unregister(id: i64) {
-    registry().inputs.remove(&id);
-}
-
-/// While DuckDB binds a query: its table names and their inputs.
-pub fn set_names(names: HashMap<String, i64>) {
+/// Run `f`, which has DuckDB bind a query, with the query's table names resolving to the
+/// inputs `names` gives.
+pub fn with_names<T>(names: HashMap<String, i64>, f: impl FnOnce() -> T) -> T {
     registry().names = names;
+    let r = f();
+    registry().names = HashMap::new();
+    r
 }
 
 fn input(id: i64) -> Option<Arc<Input>> {
