@@ -613,14 +613,7 @@ mod tests {
 
     /// `units / 10^scale` as PostgreSQL prints it.
     fn literal(units: i128, scale: u16) -> String {
-        let p = 10i128.pow(scale as u32);
-        let (i, f) = (units.abs() / p, units.abs() % p);
-        let sign = if units < 0 { "-" } else { "" };
-        if scale == 0 {
-            format!("{sign}{i}")
-        } else {
-            format!("{sign}{i}.{f:0width$}", width = scale as usize)
-        }
+        crate::decimal::literal(units, scale as u32)
     }
 
     fn sum_of(values: &[(i128, u16, bool)]) -> String {
