@@ -93,6 +93,25 @@ SELECT olap_check('SELECT count(*) FROM olap@ o WHERE NOT EXISTS (SELECT 1 FROM 
 SELECT olap_check('SELECT id, (SELECT max(name) FROM dim@ WHERE dim@.id = olap@.g) FROM olap@ WHERE id < 30');
 SELECT olap_check('SELECT g, s FROM (SELECT g, sum(id) AS s FROM olap@ GROUP BY g) x WHERE s > 1000');
 SELECT olap_check('WITH w AS (SELECT g, count(*) AS n FROM olap@ GROUP BY g) SELECT sum(n) FROM w');
+-- DuckDB joins in the order of PostgreSQL's plan (PostgreSQL has the statistics): a bushy
+-- join tree stays bushy, and a sub-query in FROM follows its own plan.
+SELECT olap_check('SELECT d1.grp, count(*) FROM olap@ o1, dim@ d1, olap@ o2, dim@ d2 WHERE o1.g = d1.id AND o2.g = d2.id AND d1.name = d2.name AND o1.id < 1000 AND o2.id < 1000 GROUP BY d1.grp');
+SELECT olap_check('SELECT x.g, x.s, d.name, count(*) FROM (SELECT o.g, sum(o.n) AS s FROM olap@ o, dim@ d1, dim@ d2 WHERE o.g = d1.id AND d1.grp = d2.id GROUP BY o.g) x, dim@ d, olap@ o2 WHERE x.g = d.id AND o2.g = x.g GROUP BY 1, 2, 3');
+CREATE FUNCTION duckdb_query(q text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+    l text;
+    inside bool := false;
+BEGIN
+    FOR l IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
+        EXIT WHEN l LIKE '%DuckDB Plan:%';
+        inside := inside OR l LIKE '%DuckDB Query:%';
+        IF inside THEN RETURN NEXT l; END IF;
+    END LOOP;
+END $$;
+SET anker.olap_engine = duckdb;
+SELECT duckdb_query('SELECT d1.grp, count(*) FROM olap_a o1, dim_a d1, olap_a o2, dim_a d2 WHERE o1.g = d1.id AND o2.g = d2.id AND d1.name = d2.name AND o1.id < 1000 AND o2.id < 1000 GROUP BY d1.grp');
+SELECT duckdb_query('SELECT x.g, x.s, d.name, count(*) FROM (SELECT o.g, sum(o.n) AS s FROM olap_a o, dim_a d1, dim_a d2 WHERE o.g = d1.id AND d1.grp = d2.id GROUP BY o.g) x, dim_a d, olap_a o2 WHERE x.g = d.id AND o2.g = x.g GROUP BY 1, 2, 3');
+RESET anker.olap_engine;
 
 -- PostgreSQL computes what DuckDB cannot exactly, on top of DuckDB's columns: avg as
 -- PostgreSQL's numeric sum / count, numeric division, text concatenation.

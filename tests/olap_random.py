@@ -101,19 +101,26 @@ class Gen:
 
     def query(self):
         r = self.r
-        join = r.randint(0, 4)
+        # 3 (one table) twice as often as each join shape; 4 and 5 join four relations,
+        # which PostgreSQL may join as a bushy tree and DuckDB then joins in its order.
+        join = r.choice([0, 1, 2, 3, 3, 4, 5])
         if join == 0:
             frm = "r1@ a JOIN r2@ b ON a.k = b.k"
         elif join == 1:
             frm = "r1@ a LEFT JOIN r2@ b ON a.k = b.k"
         elif join == 2:
             frm = "r1@ a, r2@ b, r2@ c WHERE a.k = b.k AND b.i2 = c.k"
+        elif join == 4:
+            frm = "r1@ a, r2@ b, r2@ c, r1@ d WHERE a.k = b.k AND c.i4 = d.i4 AND b.i2 = c.k"
+        elif join == 5:
+            frm = ("r1@ a, (SELECT k AS gk, count(*) AS gn, max(i4) AS gm FROM r1@ GROUP BY k) g, r2@ b, r2@ c"
+                   " WHERE a.k = g.gk AND b.k = a.k AND c.i2 = b.k AND a.i4 < g.gm")
         else:
             frm = "r1@ a"
-        aliases = ["a"] if join >= 3 else (["a", "b", "c"] if join == 2 else ["a", "b"])
+        aliases = {0: ["a", "b"], 1: ["a", "b"], 2: ["a", "b", "c"], 4: ["a", "b", "c", "d"], 5: ["a", "b", "c"]}.get(join, ["a"])
         preds = [self.pred(self.pick(aliases)) for _ in range(r.randint(0, 2))]
         where = " AND ".join(preds)
-        if join == 2:
+        if join in (2, 4, 5):
             frm_where = frm + (f" AND {where}" if where else "")
         else:
             frm_where = frm + (f" WHERE {where}" if where else "")

@@ -119,7 +119,7 @@ unsafe extern "C-unwind" fn plan(
         ));
         return stmt;
     }
-    match prepare(parse, &check, split.expect("checked"), pg_plan) {
+    match prepare(parse, &check, split.expect("checked"), stmt) {
         Ok(handover) => {
             let cscan = super::node::plan_node(&handover);
             (*cscan).scan.plan.startup_cost = (*pg_plan).startup_cost;
@@ -288,10 +288,10 @@ unsafe fn full_scan_cost(check: &Check) -> f64 {
         .sum()
 }
 
-/// Deparse `parse` (its FROM list in the join order of PostgreSQL's plan `pg_plan`, if
+/// Deparse `parse` (its FROM list in the join order of PostgreSQL's plan `stmt`, if
 /// that plan joins exactly the FROM list's tables), let DuckDB prepare it and compare its
 /// result types with PostgreSQL's.
-unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, pg_plan: *mut pg_sys::Plan) -> Result<Handover, String> {
+unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, stmt: *mut pg_sys::PlannedStmt) -> Result<Handover, String> {
     let copy = pg_sys::copyObjectImpl(parse as *const std::ffi::c_void) as *mut pg_sys::Query;
     // DuckDB returns the leaves; the junk entries stay for ORDER BY and GROUP BY.
     let mut tlist = std::ptr::null_mut();
@@ -318,7 +318,7 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, pg_pla
         pg_sys::query_tree_mutator(copy, Some(mutator), check.params as *mut std::ffi::c_void, pg_sys::QTW_DONT_COPY_QUERY as i32);
     }
     pin_numeric_constants(copy as *mut pg_sys::Node, std::ptr::null_mut());
-    let ordered = follow_join_order(copy, pg_plan);
+    let ordered = follow_join_order(copy, stmt);
     if !ordered && list_cells((*(*copy).jointree).fromlist).len() >= 3 {
         return Err("DuckDB would choose the join order without statistics, and PostgreSQL's plan cannot be followed".into());
     }
@@ -394,38 +394,254 @@ pub unsafe fn set_join_order(con: &super::duckdb::Connection, ordered: bool) -> 
     con.execute(if ordered { "SET disabled_optimizers = 'join_order'" } else { "RESET disabled_optimizers" })
 }
 
-/// Reorder `q`'s FROM list as the leaves of `plan`; whether it did.
-unsafe fn follow_join_order(q: *mut pg_sys::Query, plan: *mut pg_sys::Plan) -> bool {
-    let from = list_cells((*(*q).jointree).fromlist);
-    if from.len() < 3 || from.iter().any(|c| (*(c.ptr_value as *mut pg_sys::Node)).type_ != pg_sys::NodeTag::T_RangeTblRef) {
-        return false;
-    }
-    let mut leaves = vec![];
-    if !plan_leaves(plan, &mut leaves) {
-        return false;
-    }
-    let mut listed: Vec<i32> = from.iter().map(|c| (*(c.ptr_value as *mut pg_sys::RangeTblRef)).rtindex).collect();
-    let mut order = leaves.clone();
-    listed.sort_unstable();
-    order.sort_unstable();
-    if listed != order || !connected(q, &leaves) {
-        return false;
-    }
-    let mut fromlist = std::ptr::null_mut();
-    for rtindex in leaves {
-        let r = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblRef>()) as *mut pg_sys::RangeTblRef;
-        (*r).type_ = pg_sys::NodeTag::T_RangeTblRef;
-        (*r).rtindex = rtindex;
-        fromlist = pg_sys::lappend(fromlist, r as *mut std::ffi::c_void);
-    }
-    (*(*q).jointree).fromlist = fromlist;
-    true
+/// The join tree of a PostgreSQL plan, as far as DuckDB can follow it. Range-table indexes
+/// are those of the PlannedStmt's flattened range table.
+enum PlanTree {
+    Scan(i32),
+    /// An inner join: its outer (probe) side, then its inner (build) side, the sides
+    /// DuckDB's hash join gives them too.
+    Join(Box<PlanTree>, Box<PlanTree>),
+    /// An aggregate or the like: the top of a query level, or the plan of a sub-query in
+    /// FROM, with the index of its SubqueryScan unless PostgreSQL removed that node.
+    Above(Option<i32>, Option<Box<PlanTree>>),
 }
 
-/// Does every table of `order` after the first share a WHERE condition with one before it
-/// (so that joining them left-deep in this order needs no cross product)? Equalities are
-/// transitive, as they are to both planners: `a.x = b.y AND b.y = c.z` joins a and c.
-unsafe fn connected(q: *mut pg_sys::Query, order: &[i32]) -> bool {
+impl PlanTree {
+    /// The range-table indexes this tree joins at its own level.
+    fn scans(&self, out: &mut Vec<i32>) {
+        match self {
+            PlanTree::Scan(i) | PlanTree::Above(Some(i), _) => out.push(*i),
+            PlanTree::Join(l, r) => {
+                l.scans(out);
+                r.scans(out);
+            }
+            PlanTree::Above(None, t) => t.iter().for_each(|t| t.scans(out)),
+        }
+    }
+}
+
+unsafe fn plan_tree(plan: *mut pg_sys::Plan) -> Option<PlanTree> {
+    use pg_sys::NodeTag::*;
+    if plan.is_null() {
+        return None;
+    }
+    // Only for nodes that are scans.
+    let scanrelid = || (*(plan as *mut pg_sys::Scan)).scanrelid as i32;
+    Some(match (*plan).type_ {
+        T_SeqScan | T_IndexScan | T_IndexOnlyScan | T_BitmapHeapScan | T_TidScan | T_TidRangeScan | T_SampleScan => PlanTree::Scan(scanrelid()),
+        T_CustomScan if scanrelid() > 0 => PlanTree::Scan(scanrelid()),
+        T_SubqueryScan => PlanTree::Above(Some(scanrelid()), plan_tree((*(plan as *mut pg_sys::SubqueryScan)).subplan).map(Box::new)),
+        T_NestLoop | T_HashJoin | T_MergeJoin => match (*(plan as *mut pg_sys::Join)).jointype {
+            // The inner side of a semi- or anti-join of a pulled-up EXISTS/IN is the
+            // sub-query's, which DuckDB joins as it decorrelates the sub-query.
+            pg_sys::JoinType::JOIN_SEMI | pg_sys::JoinType::JOIN_ANTI => plan_tree((*plan).lefttree)?,
+            pg_sys::JoinType::JOIN_INNER => PlanTree::Join(Box::new(plan_tree((*plan).lefttree)?), Box::new(plan_tree((*plan).righttree)?)),
+            _ => return None,
+        },
+        T_Agg | T_Group | T_Unique | T_Limit | T_WindowAgg => PlanTree::Above(None, Some(Box::new(plan_tree((*plan).lefttree)?))),
+        T_Hash | T_Material | T_Memoize | T_Sort | T_IncrementalSort | T_Result | T_Gather | T_GatherMerge if (*plan).righttree.is_null() => {
+            plan_tree((*plan).lefttree)?
+        }
+        _ => return None,
+    })
+}
+
+/// The join tree of one query level, over its own range-table indexes.
+enum JoinTree {
+    Item(i32),
+    Join(Box<JoinTree>, Box<JoinTree>),
+}
+
+impl JoinTree {
+    fn items(&self, out: &mut Vec<i32>) {
+        match self {
+            JoinTree::Item(i) => out.push(*i),
+            JoinTree::Join(l, r) => {
+                l.items(out);
+                r.items(out);
+            }
+        }
+    }
+}
+
+/// One query level being matched with a plan: the query, where its range table starts in
+/// the flattened one, and the flattened range table.
+struct Level {
+    q: *mut pg_sys::Query,
+    offset: i32,
+    flat: *mut pg_sys::List,
+}
+
+impl Level {
+    /// The FROM list's items (range-table indexes), if they are all plain references.
+    unsafe fn from_items(&self) -> Option<Vec<i32>> {
+        list_cells((*(*self.q).jointree).fromlist)
+            .iter()
+            .map(|c| {
+                let n = c.ptr_value as *mut pg_sys::Node;
+                ((*n).type_ == pg_sys::NodeTag::T_RangeTblRef).then(|| (*(n as *mut pg_sys::RangeTblRef)).rtindex)
+            })
+            .collect()
+    }
+
+    /// The part of `t` that joins this level's FROM items: parts that join only relations of
+    /// pulled-up sub-links are left out (DuckDB joins those as it decorrelates them); the
+    /// plan of a sub-query in FROM becomes its item, and its own FROM list follows it where
+    /// it can. Err when the plan cannot be followed.
+    unsafe fn resolve(&self, t: &PlanTree, from: &[i32], used: &mut Vec<i32>) -> Result<Option<JoinTree>, ()> {
+        let local = |i: i32| Some(i - self.offset).filter(|l| from.contains(l));
+        Ok(match t {
+            PlanTree::Scan(i) => local(*i).map(JoinTree::Item),
+            PlanTree::Join(l, r) => match (self.resolve(l, from, used)?, self.resolve(r, from, used)?) {
+                (Some(l), Some(r)) => Some(JoinTree::Join(Box::new(l), Box::new(r))),
+                (one, None) | (None, one) => one,
+            },
+            PlanTree::Above(Some(s), inner) => {
+                let Some(s) = local(*s) else { return Ok(None) };
+                if let Some(inner) = inner {
+                    self.order_subquery(s, inner);
+                }
+                used.push(s);
+                Some(JoinTree::Item(s))
+            }
+            PlanTree::Above(None, Some(inner)) => {
+                let mut scans = vec![];
+                inner.scans(&mut scans);
+                if scans.iter().any(|&i| local(i).is_some()) {
+                    return self.resolve(inner, from, used);
+                }
+                // PostgreSQL removed the SubqueryScan of a sub-query in FROM: find the
+                // sub-query whose relations these are.
+                let Some(s) = from.iter().copied().find(|s| !used.contains(s) && self.subquery_offset(*s, &scans).is_some()) else {
+                    return Ok(None);
+                };
+                self.order_subquery(s, inner);
+                used.push(s);
+                Some(JoinTree::Item(s))
+            }
+            PlanTree::Above(None, None) => return Err(()),
+        })
+    }
+
+    unsafe fn rte(&self, rtindex: i32) -> *mut pg_sys::RangeTblEntry {
+        pg_sys::list_nth((*self.q).rtable, rtindex - 1) as *mut pg_sys::RangeTblEntry
+    }
+
+    /// Where sub-query item `s`'s range table starts in the flattened one, if the
+    /// relations `scans` can be its (PostgreSQL appends a planned sub-query's range table
+    /// whole).
+    unsafe fn subquery_offset(&self, s: i32, scans: &[i32]) -> Option<i32> {
+        let rte = self.rte(s);
+        if (*rte).rtekind != pg_sys::RTEKind::RTE_SUBQUERY || (*rte).subquery.is_null() || scans.is_empty() {
+            return None;
+        }
+        let sub = list_cells((*(*rte).subquery).rtable);
+        let flat = list_cells(self.flat);
+        let lowest = *scans.iter().min()?;
+        (1..=sub.len() as i32).map(|k| lowest - k).find(|&o| {
+            o >= 0
+                && scans.iter().all(|&i| i > o && i - o <= sub.len() as i32)
+                && sub.iter().enumerate().all(|(k, c)| {
+                    let (a, b) = (c.ptr_value as *mut pg_sys::RangeTblEntry, flat.get(o as usize + k).map(|c| c.ptr_value as *mut pg_sys::RangeTblEntry));
+                    b.is_some_and(|b| (*a).rtekind == (*b).rtekind && (*a).relid == (*b).relid)
+                })
+        })
+    }
+
+    /// Have sub-query item `s`'s FROM list follow the plan `inner` of it, if it can (if not,
+    /// DuckDB joins it as written).
+    unsafe fn order_subquery(&self, s: i32, inner: &PlanTree) {
+        let mut scans = vec![];
+        inner.scans(&mut scans);
+        if let Some(offset) = self.subquery_offset(s, &scans) {
+            Level { q: (*self.rte(s)).subquery, offset, flat: self.flat }.follow(inner);
+        }
+    }
+
+    /// Rewrite this level's FROM list as the join tree of `plan`, with DuckDB's join order
+    /// optimizer off; whether it did.
+    unsafe fn follow(&self, plan: &PlanTree) -> bool {
+        let Some(from) = self.from_items() else { return false };
+        if from.len() < 2 {
+            return false;
+        }
+        let Ok(Some(tree)) = self.resolve(plan, &from, &mut vec![]) else { return false };
+        let mut items = vec![];
+        tree.items(&mut items);
+        let mut listed = from.clone();
+        listed.sort_unstable();
+        items.sort_unstable();
+        if listed != items || !connected(self.q, &tree) {
+            return false;
+        }
+        let root = self.from_item(&tree);
+        (*(*self.q).jointree).fromlist = pg_sys::lappend(std::ptr::null_mut(), root as *mut std::ffi::c_void);
+        true
+    }
+
+    /// `t` as a FROM item: a table, or `(left CROSS JOIN right)` (the WHERE clause keeps the
+    /// join conditions; DuckDB's filter pushdown makes them the joins').
+    unsafe fn from_item(&self, t: &JoinTree) -> *mut pg_sys::Node {
+        let (l, r) = match t {
+            JoinTree::Item(i) => {
+                let r = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblRef>()) as *mut pg_sys::RangeTblRef;
+                (*r).type_ = pg_sys::NodeTag::T_RangeTblRef;
+                (*r).rtindex = *i;
+                return r as *mut pg_sys::Node;
+            }
+            JoinTree::Join(l, r) => (self.from_item(l), self.from_item(r)),
+        };
+        // ruleutils prints a JoinExpr from its RTE_JOIN: the join's columns, those of the
+        // left side then those of the right, as the parser would have made them.
+        let (mut names, mut vars, mut left_cols, mut right_cols) = (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
+        for (side, cols) in [(l, &mut left_cols), (r, &mut right_cols)] {
+            let rtindex = if (*side).type_ == pg_sys::NodeTag::T_JoinExpr {
+                (*(side as *mut pg_sys::JoinExpr)).rtindex
+            } else {
+                (*(side as *mut pg_sys::RangeTblRef)).rtindex
+            };
+            let rte = self.rte(rtindex);
+            let (mut side_names, mut side_vars) = (std::ptr::null_mut(), std::ptr::null_mut());
+            pg_sys::expandRTE(rte, rtindex, 0, -1, false, &mut side_names, &mut side_vars);
+            for (k, (n, v)) in list_cells(side_names).iter().zip(list_cells(side_vars)).enumerate() {
+                names = pg_sys::lappend(names, n.ptr_value);
+                vars = pg_sys::lappend(vars, v.ptr_value);
+                // The side's attribute number: a table's skips its dropped columns.
+                let attno = if (*rte).rtekind == pg_sys::RTEKind::RTE_JOIN { k as i32 + 1 } else { (*(v.ptr_value as *mut pg_sys::Var)).varattno as i32 };
+                *cols = pg_sys::lappend_int(*cols, attno);
+            }
+        }
+        let rte = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblEntry>()) as *mut pg_sys::RangeTblEntry;
+        (*rte).type_ = pg_sys::NodeTag::T_RangeTblEntry;
+        (*rte).rtekind = pg_sys::RTEKind::RTE_JOIN;
+        (*rte).jointype = pg_sys::JoinType::JOIN_INNER;
+        (*rte).joinaliasvars = vars;
+        (*rte).joinleftcols = left_cols;
+        (*rte).joinrightcols = right_cols;
+        (*rte).eref = pg_sys::makeAlias(c"unnamed_join".as_ptr(), names);
+        (*rte).inFromCl = true;
+        (*self.q).rtable = pg_sys::lappend((*self.q).rtable, rte as *mut std::ffi::c_void);
+        let j = pg_sys::palloc0(std::mem::size_of::<pg_sys::JoinExpr>()) as *mut pg_sys::JoinExpr;
+        (*j).type_ = pg_sys::NodeTag::T_JoinExpr;
+        (*j).jointype = pg_sys::JoinType::JOIN_INNER;
+        (*j).larg = l;
+        (*j).rarg = r;
+        (*j).rtindex = list_cells((*self.q).rtable).len() as i32;
+        j as *mut pg_sys::Node
+    }
+}
+
+/// Rewrite `q`'s FROM list (and those of its sub-queries in FROM, where their plans can be
+/// found) as the join tree of PostgreSQL's plan `stmt`; whether the top level follows it.
+unsafe fn follow_join_order(q: *mut pg_sys::Query, stmt: *mut pg_sys::PlannedStmt) -> bool {
+    let Some(tree) = plan_tree((*stmt).planTree) else { return false };
+    Level { q, offset: 0, flat: (*stmt).rtable }.follow(&tree)
+}
+
+/// Do the two sides of every join of `tree` share a WHERE condition (so that DuckDB joins
+/// them on it, not as a cross product)? Equalities are transitive, as they are to both
+/// planners: `a.x = b.y AND b.y = c.z` joins a and c.
+unsafe fn connected(q: *mut pg_sys::Query, tree: &JoinTree) -> bool {
     let conjuncts = pg_sys::make_ands_implicit((*(*q).jointree).quals as *mut pg_sys::Expr);
     // Groups of relations a condition, or a class of equal expressions, spans.
     let mut groups: Vec<*mut pg_sys::Bitmapset> = vec![];
@@ -454,9 +670,16 @@ unsafe fn connected(q: *mut pg_sys::Query, order: &[i32]) -> bool {
         classes.push(merged);
     }
     groups.extend(classes.iter().map(|(_, rels)| *rels));
-    (1..order.len()).all(|i| {
-        groups.iter().any(|&v| pg_sys::bms_is_member(order[i], v) && order[..i].iter().any(|&e| pg_sys::bms_is_member(e, v)))
-    })
+    fn joins_connected(t: &JoinTree, groups: &[*mut pg_sys::Bitmapset]) -> bool {
+        let JoinTree::Join(l, r) = t else { return true };
+        let (mut left, mut right) = (vec![], vec![]);
+        l.items(&mut left);
+        r.items(&mut right);
+        // SAFETY: the groups are Bitmapsets made above.
+        let spans = |g: *mut pg_sys::Bitmapset, side: &[i32]| side.iter().any(|&i| unsafe { pg_sys::bms_is_member(i, g) });
+        groups.iter().any(|&g| spans(g, &left) && spans(g, &right)) && joins_connected(l, groups) && joins_connected(r, groups)
+    }
+    joins_connected(tree, &groups)
 }
 
 /// An expression as text, without the query-text locations its nodes carry (the same
@@ -471,60 +694,6 @@ unsafe fn expression_key(e: *mut pg_sys::Node) -> String {
     }
     out.push_str(rest);
     out
-}
-
-/// The scanned relations of a plan made of joins over scans, in an order DuckDB can join
-/// them left-deep without cross products; false if
-/// the plan has other shapes (sub-queries, appends, semi-joins of pulled-up sub-links
-/// show up as relations outside the FROM list and are caught by the caller).
-unsafe fn plan_leaves(plan: *mut pg_sys::Plan, out: &mut Vec<i32>) -> bool {
-    use pg_sys::NodeTag::*;
-    if plan.is_null() {
-        return true;
-    }
-    match (*plan).type_ {
-        T_SeqScan | T_IndexScan | T_IndexOnlyScan | T_BitmapHeapScan | T_TidScan | T_TidRangeScan | T_SampleScan => {
-            out.push((*(plan as *mut pg_sys::Scan)).scanrelid as i32);
-            true
-        }
-        T_CustomScan if (*(plan as *mut pg_sys::Scan)).scanrelid > 0 => {
-            out.push((*(plan as *mut pg_sys::Scan)).scanrelid as i32);
-            true
-        }
-        // A left-deep order: the side that joins several tables first, then the single
-        // table of the other side (the caller checks that no table comes without a join
-        // condition).
-        // A semi- or anti-join of a pulled-up EXISTS/IN: its inner side is the
-        // sub-query's, which DuckDB joins as it decorrelates the sub-query.
-        T_NestLoop | T_HashJoin | T_MergeJoin
-            if matches!((*(plan as *mut pg_sys::Join)).jointype, pg_sys::JoinType::JOIN_SEMI | pg_sys::JoinType::JOIN_ANTI) =>
-        {
-            plan_leaves((*plan).lefttree, out)
-        }
-        T_NestLoop | T_HashJoin | T_MergeJoin => {
-            let j = &*(plan as *mut pg_sys::Join);
-            let (mut outer, mut inner) = (vec![], vec![]);
-            // A join of two multi-table sides (a bushy plan) has no left-deep order
-            // that performs the same joins: flattening one put stock next to orders
-            // with only a warehouse id between them (CH Q21), which exploded.
-            if j.jointype != pg_sys::JoinType::JOIN_INNER
-                || !plan_leaves((*plan).lefttree, &mut outer)
-                || !plan_leaves((*plan).righttree, &mut inner)
-                || (outer.len() > 1 && inner.len() > 1)
-            {
-                return false;
-            }
-            if inner.len() > outer.len() {
-                std::mem::swap(&mut outer, &mut inner);
-            }
-            out.extend(outer);
-            out.extend(inner);
-            true
-        }
-        T_Hash | T_Material | T_Memoize | T_Sort | T_IncrementalSort | T_Agg | T_Group | T_Limit | T_Unique | T_Result | T_Gather
-        | T_GatherMerge => plan_leaves((*plan).lefttree, out) && (*plan).righttree.is_null(),
-        _ => false,
-    }
 }
 
 /// Do DuckDB's result columns convert exactly to the types of the leaves?
