@@ -40,7 +40,7 @@ class Gen:
     def pred(self, alias, depth=0):
         r = self.r
         col = f"{alias}.{self.pick(ALL)}"
-        kind = r.randint(0, 9 if depth == 0 else 6)
+        kind = r.randint(0, 10 if depth == 0 else 6)
         bare = col.split(".")[1]
         if kind <= 2:
             return f"{col} {self.pick(['=', '<>', '<', '<=', '>', '>='])} {self.const_for(bare)}"
@@ -59,7 +59,12 @@ class Gen:
             return f"({self.pred(alias, depth + 1)} {self.pick(['AND', 'OR'])} {self.pred(alias, depth + 1)})"
         if kind == 8:
             return f"{self.pick(['', 'NOT '])}EXISTS (SELECT 1 FROM r2@ s WHERE s.k = {alias}.k AND {self.pred('s', depth + 1)})"
-        return f"{alias}.k IN (SELECT s.k FROM r2@ s WHERE {self.pred('s', depth + 1)})"
+        if kind == 9:
+            return f"{alias}.k IN (SELECT s.k FROM r2@ s WHERE {self.pred('s', depth + 1)})"
+        # avg below the top level, compared (rounded as PostgreSQL rounds its numeric_div)
+        c = self.pick(["i2", "i4", "k", "n"])
+        inner = self.pick(["", f" WHERE s.k = {alias}.k", f" WHERE {self.pred('s', depth + 1)}"])
+        return f"{alias}.{self.pick(NUMS)} {self.pick(['<', '>=', '=', '<>'])} (SELECT avg(s.{c}) FROM r{self.pick('12')}@ s{inner})"
 
     def expr(self, alias):
         r = self.r
@@ -113,8 +118,8 @@ class Gen:
         elif join == 4:
             frm = "r1@ a, r2@ b, r2@ c, r1@ d WHERE a.k = b.k AND c.i4 = d.i4 AND b.i2 = c.k"
         elif join == 5:
-            frm = ("r1@ a, (SELECT k AS gk, count(*) AS gn, max(i4) AS gm FROM r1@ GROUP BY k) g, r2@ b, r2@ c"
-                   " WHERE a.k = g.gk AND b.k = a.k AND c.i2 = b.k AND a.i4 < g.gm")
+            frm = ("r1@ a, (SELECT k AS gk, count(*) AS gn, max(i4) AS gm, avg(n) AS ga FROM r1@ GROUP BY k) g, r2@ b, r2@ c"
+                   f" WHERE a.k = g.gk AND b.k = a.k AND c.i2 = b.k AND a.i4 < g.gm AND a.{self.pick(['n', 'i2', 'i8'])} {self.pick(['<', '>'])} g.ga")
         else:
             frm = "r1@ a"
         aliases = {0: ["a", "b"], 1: ["a", "b"], 2: ["a", "b", "c"], 4: ["a", "b", "c", "d"], 5: ["a", "b", "c"]}.get(join, ["a"])

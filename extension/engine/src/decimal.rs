@@ -74,6 +74,42 @@ pub fn payload_to_scaled(payload: &[u8], scale: u32) -> Option<i128> {
     to_scaled(crate::agg::parse_numeric(payload)?, scale)
 }
 
+/// PostgreSQL's `avg` of integers and numerics, `numeric_div(sum, count)`, exactly: the sum
+/// is `sum · 10^-sum_scale`, `count` > 0. The quotient is rounded half away from zero at the
+/// scale numeric.c's select_div_scale picks (at least 16 significant digits, judged from the
+/// base-10,000 weights and first digits of both; never below the sum's scale) and returned
+/// as an integer of scale `scale`. None when that scale exceeds `scale` or the digits
+/// overflow an i128.
+pub fn pg_div_units(sum: i128, count: i64, sum_scale: u32, scale: u32) -> Option<i128> {
+    if count <= 0 {
+        return None;
+    }
+    // The base-10,000 weight and first digit of |u| · 10^-ds (u ≠ 0).
+    let lead = |u: u128, ds: i32| -> (i32, u128) {
+        let exponent = u.ilog10() as i32 - ds; // of the leading decimal digit
+        let weight = exponent.div_euclid(4);
+        let shift = ds + 4 * weight;
+        let first = if shift >= 0 { u / POW10[shift as usize] as u128 } else { u * POW10[(-shift) as usize] as u128 };
+        (weight, first)
+    };
+    let (w2, f2) = lead(count as u128, 0);
+    let qweight = if sum == 0 {
+        -w2 - 1
+    } else {
+        let (w1, f1) = lead(sum.unsigned_abs(), sum_scale as i32);
+        w1 - w2 - (f1 <= f2) as i32
+    };
+    let rscale = (16 - 4 * qweight).max(sum_scale as i32).max(0) as u32;
+    if rscale > scale {
+        return None;
+    }
+    let n = sum.unsigned_abs().checked_mul(*POW10.get((rscale - sum_scale) as usize)? as u128)?;
+    let (q, r) = (n / count as u128, n % count as u128);
+    let q = if 2 * r >= count as u128 { q + 1 } else { q };
+    let units = i128::try_from(q).ok()?.checked_mul(*POW10.get((scale - rscale) as usize)?)?;
+    Some(if sum < 0 { -units } else { units })
+}
+
 /// 10^0 .. 10^38, the powers an i128 holds.
 const POW10: [i128; 39] = {
     let mut p = [1i128; 39];
@@ -135,6 +171,51 @@ mod tests {
         assert_eq!(scaled(&num(false, -1, &[1200]), 2), Some(12));
         assert_eq!(scaled(&num(false, -1, &[1230]), 2), None);
         assert_eq!(scaled(&num(true, -1, &[1230]), 3), Some(-123));
+    }
+
+    /// PostgreSQL's own quotients (`SELECT 0.05::numeric / 3::numeric` and so on).
+    #[test]
+    fn divides_as_postgresql_does() {
+        let cases: &[(i128, i64, u32, &str)] = &[
+            (10, 3, 0, "3.3333333333333333"),
+            (1, 3, 0, "0.33333333333333333333"),
+            (0, 7, 0, "0.00000000000000000000"),
+            (1234567, 1, 2, "12345.6700000000000000"),
+            (-5, 3, 2, "-0.01666666666666666667"),
+            (2, 3, 0, "0.66666666666666666667"),
+            (99999999, 7, 0, "14285714.142857142857"),
+            (123456789012345678, 1000, 0, "123456789012345.6780"),
+            (1, 1000000000007, 0, "0.00000000000099999999999300000000"),
+            (-7, 2, 0, "-3.5000000000000000"),
+            (15, 2, 1, "0.75000000000000000000"),
+            (1, 7, 6, "0.000000142857142857142857"),
+            (3, 9999, 0, "0.00030003000300030003"),
+            (3, 10000, 0, "0.00030000000000000000"),
+            (10000, 9999, 0, "1.0001000100010001"),
+            (9999, 10000, 0, "0.99990000000000000000"),
+            (938849766438954, 3, 4, "31294992214.63180000"),
+            (17054203807625, 123457, 0, "138138816.00577529"),
+            (-5065, 1, 0, "-5065.0000000000000000"),
+            (774666374000777, 12, 2, "645555311667.31416667"),
+            (650493432, 123457, 4, "0.52689878419206687349"),
+            (581706748, 1000, 4, "58.1706748000000000"),
+            (5, 123457, 2, "0.000000404999311501170448"),
+            (-8186606249571, 7, 0, "-1169515178510.1429"),
+            (-4554, 12, 4, "-0.03795000000000000000"),
+            (584916563, 12, 2, "487430.469166666667"),
+        ];
+        for &(sum, count, ds, pg) in cases {
+            let digits = pg.split_once('.').map_or(0, |(_, f)| f.len()) as u32;
+            let expected: i128 = pg.replace('.', "").parse().unwrap();
+            assert_eq!(pg_div_units(sum, count, ds, digits), Some(expected), "{sum}e-{ds} / {count}");
+            // at a larger scale, the same value
+            assert_eq!(pg_div_units(sum, count, ds, digits + 3), Some(expected * 1000), "{sum}e-{ds} / {count}");
+            if digits > 0 {
+                assert_eq!(pg_div_units(sum, count, ds, digits - 1), None, "PostgreSQL's scale exceeds the one asked for");
+            }
+        }
+        assert_eq!(pg_div_units(1, 0, 0, 30), None);
+        assert_eq!(pg_div_units(i128::MAX / 10, 3, 0, 38), None, "overflow");
     }
 
     /// The short-format payload of a numeric (weight within ±63, display scale below 64).

@@ -10,3 +10,4 @@ pub mod stats;
 pub mod agg;
 pub mod snapshot;
 pub mod image;
+pub mod sql_text;

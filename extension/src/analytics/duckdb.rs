@@ -18,6 +18,7 @@ pub type duckdb_data_chunk = *mut c_void;
 pub type duckdb_vector = *mut c_void;
 pub type duckdb_logical_type = *mut c_void;
 pub type duckdb_table_function = *mut c_void;
+pub type duckdb_scalar_function = *mut c_void;
 pub type duckdb_bind_info = *mut c_void;
 pub type duckdb_init_info = *mut c_void;
 pub type duckdb_function_info = *mut c_void;
@@ -90,6 +91,15 @@ impl duckdb_string_t {
     }
 }
 
+/// `duckdb_hugeint`: a 128-bit integer as two halves.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct duckdb_hugeint {
+    pub lower: u64,
+    pub upper: i64,
+}
+
+pub type scalar_callback = Option<unsafe extern "C" fn(duckdb_function_info, duckdb_data_chunk, duckdb_vector)>;
 pub type delete_callback = Option<unsafe extern "C" fn(*mut c_void)>;
 pub type bind_callback = Option<unsafe extern "C" fn(duckdb_bind_info)>;
 pub type init_callback = Option<unsafe extern "C" fn(duckdb_init_info)>;
@@ -165,6 +175,14 @@ extern "C" {
     pub fn duckdb_function_get_init_data(info: duckdb_function_info) -> *mut c_void;
     pub fn duckdb_function_get_local_init_data(info: duckdb_function_info) -> *mut c_void;
     pub fn duckdb_function_set_error(info: duckdb_function_info, msg: *const c_char);
+    pub fn duckdb_create_scalar_function() -> duckdb_scalar_function;
+    pub fn duckdb_destroy_scalar_function(f: *mut duckdb_scalar_function);
+    pub fn duckdb_scalar_function_set_name(f: duckdb_scalar_function, name: *const c_char);
+    pub fn duckdb_scalar_function_add_parameter(f: duckdb_scalar_function, t: duckdb_logical_type);
+    pub fn duckdb_scalar_function_set_return_type(f: duckdb_scalar_function, t: duckdb_logical_type);
+    pub fn duckdb_scalar_function_set_function(f: duckdb_scalar_function, cb: scalar_callback);
+    pub fn duckdb_register_scalar_function(con: duckdb_connection, f: duckdb_scalar_function) -> duckdb_state;
+    pub fn duckdb_scalar_function_set_error(info: duckdb_function_info, msg: *const c_char);
     pub fn duckdb_get_int64(v: duckdb_value) -> i64;
     pub fn duckdb_create_int64(v: i64) -> duckdb_value;
     pub fn duckdb_destroy_value(v: *mut duckdb_value);

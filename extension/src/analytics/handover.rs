@@ -8,6 +8,7 @@
 //! to PostgreSQL, and the reason is kept for EXPLAIN ([`last_refusal`]).
 
 use super::duckdb::{self as ddb, LogicalType};
+use super::avg;
 use super::scan::{self, Input, Kind};
 use super::{connect, engine, Engine};
 use crate::scan_node::list_cells;
@@ -92,6 +93,7 @@ unsafe extern "C-unwind" fn plan(
     let mut check = Check { top_outputs: true, params: bound_params, ..Default::default() };
     check.query(parse);
     let split = if check.reason.is_none() { check.split_outputs(parse) } else { None };
+    check.check_avg_outputs();
     if cursor_options & pg_sys::CURSOR_OPT_SCROLL as i32 != 0 {
         check.refuse("a scrollable cursor (DuckDB's results are read forward only)");
     }
@@ -322,7 +324,8 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, stmt: 
     if !ordered && list_cells((*(*copy).jointree).fromlist).len() >= 3 {
         return Err("DuckDB would choose the join order without statistics, and PostgreSQL's plan cannot be followed".into());
     }
-    let sql = deparse(copy);
+    let avgs = avg::mark(copy);
+    let sql = avg::emulate(&deparse(copy), &avgs).map_err(|e| format!("DuckDB cannot be given avg: {e}"))?;
     let mut tables = vec![];
     let mut names: HashMap<String, i64> = HashMap::new();
     let mut registered = vec![];
@@ -632,10 +635,15 @@ impl Level {
 }
 
 /// Rewrite `q`'s FROM list (and those of its sub-queries in FROM, where their plans can be
-/// found) as the join tree of PostgreSQL's plan `stmt`; whether the top level follows it.
+/// found) as the join tree of PostgreSQL's plan `stmt`; whether DuckDB is to keep that
+/// order: when the top level joins three or more items and follows the plan. With fewer,
+/// DuckDB's optimizer chooses (from the scans' row counts), also for the sub-queries in
+/// WHERE, whose order the plan does not give (CH Q20 ran 4x slower in their written order).
 unsafe fn follow_join_order(q: *mut pg_sys::Query, stmt: *mut pg_sys::PlannedStmt) -> bool {
     let Some(tree) = plan_tree((*stmt).planTree) else { return false };
-    Level { q, offset: 0, flat: (*stmt).rtable }.follow(&tree)
+    let level = Level { q, offset: 0, flat: (*stmt).rtable };
+    let items = level.from_items().map_or(0, |f| f.len());
+    level.follow(&tree) && items >= 3
 }
 
 /// Do the two sides of every join of `tree` share a WHERE condition (so that DuckDB joins
@@ -744,8 +752,8 @@ pub fn converts(typid: pg_sys::Oid, typmod: i32, t: &LogicalType) -> bool {
 /// the anker tables and attributes it reads.
 struct Check {
     reason: Option<String>,
-    /// Range tables of the enclosing queries, innermost last.
-    levels: Vec<*mut pg_sys::List>,
+    /// The enclosing queries, innermost last.
+    levels: Vec<*mut pg_sys::Query>,
     tables: std::collections::BTreeMap<u32, BTreeSet<usize>>,
     /// Columns (relation, attribute) that must hold no infinite dates or timestamps.
     finite: BTreeSet<(u32, usize)>,
@@ -755,6 +763,16 @@ struct Check {
     params: pg_sys::ParamListInfo,
     /// Inside the arguments of comparisons (numeric scales cannot show).
     scale_free: u32,
+    /// Sub-queries in FROM.
+    from_subqueries: BTreeSet<usize>,
+    /// Output columns (sub-query, attribute) of sub-queries in FROM that are an `avg`, and
+    /// those read where numeric scales show: the two must not meet.
+    avg_outputs: BTreeSet<(usize, i16)>,
+    scaled_reads: BTreeSet<(usize, i16)>,
+    /// Walking an `avg` that is a sub-query's output column.
+    in_avg_output: bool,
+    /// A column of a join (JOIN … USING) read where numeric scales show.
+    scaled_join_read: bool,
 }
 
 impl Default for Check {
@@ -767,11 +785,59 @@ impl Default for Check {
             top_outputs: false,
             params: std::ptr::null_mut(),
             scale_free: 0,
+            from_subqueries: Default::default(),
+            avg_outputs: Default::default(),
+            scaled_reads: Default::default(),
+            in_avg_output: false,
+            scaled_join_read: false,
         }
     }
 }
 
 impl Check {
+    /// After the walk: is every `avg` output column of a sub-query in FROM read only in
+    /// comparisons?
+    fn check_avg_outputs(&mut self) {
+        if !self.avg_outputs.is_empty() && (self.scaled_join_read || self.avg_outputs.intersection(&self.scaled_reads).next().is_some()) {
+            self.refuse("the aggregate avg as a column of a sub-query that is read other than in comparisons (DuckDB's scale of it would show)");
+        }
+    }
+
+    /// Does `e` hold an `avg` DuckDB computes, directly, as a sub-query's output, or as a
+    /// column of a sub-query in FROM?
+    unsafe fn mentions_avg(&self, e: *mut pg_sys::Node) -> bool {
+        avg::contains_avg(e)
+            || avg::any_node(e, &mut |n| {
+                (*n).type_ == pg_sys::NodeTag::T_Var && self.subquery_column(&*(n as *mut pg_sys::Var)).is_some_and(|c| avg::contains_avg(c))
+            })
+    }
+
+    /// The expression of the sub-query output column `v` reads, if it reads one.
+    unsafe fn subquery_column(&self, v: &pg_sys::Var) -> Option<*mut pg_sys::Node> {
+        let rte = self.rte_of(v)?;
+        if (*rte).rtekind != pg_sys::RTEKind::RTE_SUBQUERY || (*rte).subquery.is_null() {
+            return None;
+        }
+        let tle = list_cells((*(*rte).subquery).targetList).get((v.varattno as usize).checked_sub(1)?)?.ptr_value as *mut pg_sys::TargetEntry;
+        Some((*tle).expr as *mut pg_sys::Node)
+    }
+
+    /// Are `e`'s values known to have at most avg::INTEGER_DIGITS digits before the point?
+    unsafe fn narrow(&self, e: *mut pg_sys::Node) -> bool {
+        // A sub-query's output: judged without its columns (its level is not this one).
+        let output = |o: Option<*mut pg_sys::Node>| o.is_some_and(|o| avg::is_avg(o) || narrow_type(o));
+        match (*e).type_ {
+            pg_sys::NodeTag::T_Var if self.subquery_column(&*(e as *mut pg_sys::Var)).is_some() => {
+                output(self.subquery_column(&*(e as *mut pg_sys::Var)))
+            }
+            pg_sys::NodeTag::T_SubLink => {
+                let q = (*(e as *mut pg_sys::SubLink)).subselect as *mut pg_sys::Query;
+                output(list_cells((*q).targetList).first().map(|c| (*(c.ptr_value as *mut pg_sys::TargetEntry)).expr as *mut pg_sys::Node))
+            }
+            _ => avg::is_avg(e) || narrow_type(e),
+        }
+    }
+
     fn refuse(&mut self, why: impl Into<String>) -> bool {
         if self.reason.is_none() {
             self.reason = Some(why.into());
@@ -811,7 +877,7 @@ impl Check {
         if q.hasRowSecurity {
             return self.refuse("row-level security");
         }
-        self.levels.push(q.rtable);
+        self.levels.push(q as *const _ as *mut pg_sys::Query);
         let stop = pg_sys::query_tree_walker(
             q as *const _ as *mut pg_sys::Query,
             Some(walk),
@@ -826,7 +892,7 @@ impl Check {
     unsafe fn exact(&mut self, q: *mut pg_sys::Query, e: *mut pg_sys::Node) -> Result<(), String> {
         let saved = self.reason.take();
         let top = std::mem::replace(&mut self.top_outputs, false);
-        self.levels.push((*q).rtable);
+        self.levels.push(q);
         walk(e, self as *mut Check as *mut std::ffi::c_void);
         self.levels.pop();
         self.top_outputs = top;
@@ -1013,8 +1079,7 @@ impl Check {
     /// The range-table entry a Var refers to.
     unsafe fn rte_of(&self, v: &pg_sys::Var) -> Option<*mut pg_sys::RangeTblEntry> {
         let level = self.levels.len().checked_sub(1 + v.varlevelsup as usize)?;
-        let rtable = self.levels[level];
-        let cells = list_cells(rtable);
+        let cells = list_cells((*self.levels[level]).rtable);
         let i = (v.varno as usize).checked_sub(1)?;
         cells.get(i).map(|c| c.ptr_value as *mut pg_sys::RangeTblEntry)
     }
@@ -1065,7 +1130,11 @@ impl Check {
         match (*node).type_ {
             T_Query => return self.query(node as *mut pg_sys::Query),
             T_RangeTblEntry => {
-                if self.rte(&*(node as *mut pg_sys::RangeTblEntry)) {
+                let rte = &*(node as *mut pg_sys::RangeTblEntry);
+                if rte.rtekind == pg_sys::RTEKind::RTE_SUBQUERY {
+                    self.from_subqueries.insert(rte.subquery as usize);
+                }
+                if self.rte(rte) {
                     return true;
                 }
                 return false; // the walker goes on into its sub-query, if any
@@ -1086,6 +1155,15 @@ impl Check {
                     self.tables.entry((*rte).relid.to_u32()).or_default().insert(v.varattno as usize - 1);
                 } else if !expr_type_ok(v.vartype) {
                     return self.refuse(format!("a value of type {}", type_name(v.vartype)));
+                }
+                if self.scale_free == 0 {
+                    match (*rte).rtekind {
+                        pg_sys::RTEKind::RTE_SUBQUERY => {
+                            self.scaled_reads.insert(((*rte).subquery as usize, v.varattno));
+                        }
+                        pg_sys::RTEKind::RTE_JOIN => self.scaled_join_read = true,
+                        _ => {}
+                    }
                 }
                 return false;
             }
@@ -1117,6 +1195,18 @@ impl Check {
                     return self.refuse(why);
                 }
                 if is_comparison(o.opno) {
+                    // DuckDB compares an avg it computes as DECIMAL(38, 24): what it is
+                    // compared with must fit that.
+                    let args: Vec<*mut pg_sys::Node> = list_cells(o.args).iter().map(|c| c.ptr_value as *mut pg_sys::Node).collect();
+                    let with_avg: Vec<bool> = args.iter().map(|&a| self.mentions_avg(a)).collect();
+                    for (i, &a) in args.iter().enumerate() {
+                        if with_avg.iter().enumerate().any(|(j, &m)| m && j != i) && !self.narrow(a) {
+                            return self.refuse(format!(
+                                "avg compared with a value that may have more than {} integer digits",
+                                avg::INTEGER_DIGITS
+                            ));
+                        }
+                    }
                     // Below a comparison numeric scales do not matter (values compare
                     // exactly at any scale): integers cast to numeric are fine there.
                     self.scale_free += 1;
@@ -1158,9 +1248,34 @@ impl Check {
                 if !self.collation_ok(a.inputcollid) {
                     return self.refuse("a collation other than C");
                 }
-                if let Some(why) = aggregate_problem(a) {
+                let compared = self.scale_free > 0 || std::mem::take(&mut self.in_avg_output);
+                if avg::is_avg(node) {
+                    // DuckDB computes PostgreSQL's value of it, but at a fixed scale: only
+                    // where scales cannot show.
+                    if !compared {
+                        return self.refuse("the aggregate avg (below the top level, DuckDB takes it only in comparisons)");
+                    }
+                    if let Err(why) = avg::form(a) {
+                        return self.refuse(why);
+                    }
+                } else if let Some(why) = aggregate_problem(a) {
                     return self.refuse(why);
                 }
+            }
+            // An `avg` that is an output column of a sub-query in FROM: allowed if the
+            // query reads that column only in comparisons (checked at the end).
+            T_TargetEntry
+                if self.levels.len() > 1
+                    && self.from_subqueries.contains(&(*self.levels.last().expect("in a query") as usize))
+                    && !(*(node as *mut pg_sys::TargetEntry)).resjunk
+                    && avg::is_avg((*(node as *mut pg_sys::TargetEntry)).expr as *mut pg_sys::Node) =>
+            {
+                let tle = &*(node as *mut pg_sys::TargetEntry);
+                self.avg_outputs.insert((*self.levels.last().expect("in a query") as usize, tle.resno));
+                self.in_avg_output = true;
+                let stop = pg_sys::expression_tree_walker(node, Some(walk), self as *mut Check as *mut std::ffi::c_void);
+                self.in_avg_output = false;
+                return stop;
             }
             // x IN (a, b, …): `x = ANY (ARRAY[a, b, …])` in both, NULLs alike.
             T_ScalarArrayOpExpr => {
@@ -1201,7 +1316,14 @@ impl Check {
             {
                 return self.refuse("a CASE or COALESCE whose numeric branches may differ in scale");
             }
-            T_TargetEntry if self.top_outputs && self.levels.len() == 1 && !(*(node as *mut pg_sys::TargetEntry)).resjunk => {
+            // (Only the query's own output columns: an aggregate's arguments are TargetEntries
+            // too, and must be walked.)
+            T_TargetEntry
+                if self.top_outputs
+                    && self.levels.len() == 1
+                    && !(*(node as *mut pg_sys::TargetEntry)).resjunk
+                    && list_cells((*self.levels[0]).targetList).iter().any(|c| c.ptr_value == node as *mut std::ffi::c_void) =>
+            {
                 return false;
             }
             T_BoolExpr | T_CaseExpr | T_CaseWhen | T_CaseTestExpr | T_CoalesceExpr | T_List | T_TargetEntry | T_SortGroupClause
@@ -1220,7 +1342,7 @@ unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_
     (*(ctx as *mut Check)).node(node)
 }
 
-unsafe fn type_name(typid: pg_sys::Oid) -> String {
+pub unsafe fn type_name(typid: pg_sys::Oid) -> String {
     CStr::from_ptr(pg_sys::format_type_be(typid)).to_string_lossy().into_owned()
 }
 
@@ -1323,6 +1445,32 @@ fn numeric_shape(s: &str) -> Option<(u32, u32)> {
     let int = int.trim_start_matches('0');
     let precision = (int.len() + frac.len()).max(1) as u32;
     (precision <= 38).then_some((precision.max(frac.len() as u32), frac.len() as u32))
+}
+
+/// Does `e`'s type (or value, for a constant) keep it within avg::INTEGER_DIGITS digits
+/// before the point? (`form` bounds the values an avg averages.)
+unsafe fn narrow_type(e: *mut pg_sys::Node) -> bool {
+    let digits_ok = |d: u32| d <= avg::INTEGER_DIGITS;
+    match (*e).type_ {
+        pg_sys::NodeTag::T_Const => {
+            let c = &*(e as *mut pg_sys::Const);
+            return match c.consttype {
+                _ if c.constisnull => true,
+                pg_sys::NUMERICOID => numeric_shape(&const_text(c)).is_some_and(|(p, s)| digits_ok(p - s)),
+                t => matches!(t, pg_sys::INT2OID | pg_sys::INT4OID),
+            };
+        }
+        pg_sys::NodeTag::T_FuncExpr if is_int_to_numeric(e) => {
+            return narrow_type(list_cells((*(e as *mut pg_sys::FuncExpr)).args)[0].ptr_value as *mut pg_sys::Node);
+        }
+        _ if avg::is_avg(e) => return true,
+        _ => {}
+    }
+    match pg_sys::exprType(e) {
+        pg_sys::INT2OID | pg_sys::INT4OID => true,
+        pg_sys::NUMERICOID => matches!(Kind::of(pg_sys::NUMERICOID, pg_sys::exprTypmod(e)), Some(Kind::Decimal(p, s)) if digits_ok((p - s) as u32)),
+        _ => false,
+    }
 }
 
 /// The value of parameter `p` of a custom plan, as a constant; None for a generic plan.

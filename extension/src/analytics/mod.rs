@@ -11,6 +11,7 @@
 //! `anker.olap_engine` (`postgres` or `duckdb`) switches per session; `anker.olap_threads`
 //! and `anker.olap_memory_limit` bound DuckDB.
 
+mod avg;
 pub mod duckdb;
 mod handover;
 mod node;
@@ -211,6 +212,7 @@ unsafe fn open(threads: i32, memory_mb: i32) -> Result<Database, String> {
     }
     let con = Connection(con);
     scan::register_function(con.0)?;
+    avg::register(con.0)?;
     Ok(Database { db, threads, memory_mb })
 }
 
