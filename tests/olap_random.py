@@ -108,7 +108,7 @@ class Gen:
         r = self.r
         # 3 (one table) twice as often as each join shape; 4 and 5 join four relations,
         # which PostgreSQL may join as a bushy tree and DuckDB then joins in its order.
-        join = r.choice([0, 1, 2, 3, 3, 4, 5])
+        join = r.choice([0, 1, 2, 3, 3, 4, 5, 6])
         if join == 0:
             frm = "r1@ a JOIN r2@ b ON a.k = b.k"
         elif join == 1:
@@ -120,12 +120,15 @@ class Gen:
         elif join == 5:
             frm = ("r1@ a, (SELECT k AS gk, count(*) AS gn, max(i4) AS gm, avg(n) AS ga FROM r1@ GROUP BY k) g, r2@ b, r2@ c"
                    f" WHERE a.k = g.gk AND b.k = a.k AND c.i2 = b.k AND a.i4 < g.gm AND a.{self.pick(['n', 'i2', 'i8'])} {self.pick(['<', '>'])} g.ga")
+        elif join == 6:
+            frm = "r1@ a JOIN r2@ b ON a.k = b.k JOIN r2@ c ON b.i2 = c.k JOIN r1@ d ON d.i4 = c.i4 WHERE true"
         else:
             frm = "r1@ a"
-        aliases = {0: ["a", "b"], 1: ["a", "b"], 2: ["a", "b", "c"], 4: ["a", "b", "c", "d"], 5: ["a", "b", "c"]}.get(join, ["a"])
+        aliases = {0: ["a", "b"], 1: ["a", "b"], 2: ["a", "b", "c"], 4: ["a", "b", "c", "d"], 5: ["a", "b", "c"],
+                   6: ["a", "b", "c", "d"]}.get(join, ["a"])
         preds = [self.pred(self.pick(aliases)) for _ in range(r.randint(0, 2))]
         where = " AND ".join(preds)
-        if join in (2, 4, 5):
+        if join in (2, 4, 5, 6):
             frm_where = frm + (f" AND {where}" if where else "")
         else:
             frm_where = frm + (f" WHERE {where}" if where else "")

@@ -321,7 +321,7 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, stmt: 
     }
     pin_numeric_constants(copy as *mut pg_sys::Node, std::ptr::null_mut());
     let ordered = follow_join_order(copy, stmt);
-    if !ordered && list_cells((*(*copy).jointree).fromlist).len() >= 3 {
+    if !ordered && relations_joined((*copy).jointree as *mut pg_sys::Node) >= 3 {
         return Err("DuckDB would choose the join order without statistics, and PostgreSQL's plan cannot be followed".into());
     }
     let avgs = avg::mark(copy);
@@ -476,6 +476,57 @@ struct Level {
 }
 
 impl Level {
+    /// Turn `a JOIN b ON c` (inner, without USING or an alias) into FROM items `a, b` and `c`
+    /// in WHERE, as the planner sees them, so that the plan's order can be followed; the
+    /// join's range-table entry becomes an empty RTE_RESULT (ruleutils prints every
+    /// RTE_JOIN it finds as a join). Left as it is if any join of the level is another kind.
+    unsafe fn flatten_inner_joins(&self) {
+        unsafe fn collect(n: *mut pg_sys::Node, items: &mut Vec<*mut pg_sys::Node>, quals: &mut Vec<*mut pg_sys::Node>, joins: &mut Vec<i32>) -> bool {
+            match (*n).type_ {
+                pg_sys::NodeTag::T_RangeTblRef => {
+                    items.push(n);
+                    true
+                }
+                pg_sys::NodeTag::T_JoinExpr => {
+                    let j = &*(n as *mut pg_sys::JoinExpr);
+                    if j.jointype != pg_sys::JoinType::JOIN_INNER || j.isNatural || !j.usingClause.is_null() || !j.alias.is_null() || !j.join_using_alias.is_null() {
+                        return false;
+                    }
+                    joins.push(j.rtindex);
+                    if !j.quals.is_null() {
+                        quals.push(j.quals);
+                    }
+                    collect(j.larg, items, quals, joins) && collect(j.rarg, items, quals, joins)
+                }
+                _ => false,
+            }
+        }
+        let jt = (*self.q).jointree;
+        let (mut items, mut quals, mut joins) = (vec![], vec![], vec![]);
+        if joins_none(jt) || !list_cells((*jt).fromlist).iter().all(|c| collect(c.ptr_value as *mut pg_sys::Node, &mut items, &mut quals, &mut joins)) {
+            return;
+        }
+        let mut fromlist = std::ptr::null_mut();
+        for i in items {
+            fromlist = pg_sys::lappend(fromlist, i as *mut std::ffi::c_void);
+        }
+        let mut conjuncts = pg_sys::make_ands_implicit((*jt).quals as *mut pg_sys::Expr);
+        for q in quals {
+            conjuncts = pg_sys::list_concat(conjuncts, pg_sys::make_ands_implicit(q as *mut pg_sys::Expr));
+        }
+        (*jt).fromlist = fromlist;
+        (*jt).quals = pg_sys::make_ands_explicit(conjuncts) as *mut pg_sys::Node;
+        for j in joins {
+            let rte = self.rte(j);
+            (*rte).rtekind = pg_sys::RTEKind::RTE_RESULT;
+            (*rte).eref = pg_sys::makeAlias(c"unnamed_join".as_ptr(), std::ptr::null_mut());
+            (*rte).joinaliasvars = std::ptr::null_mut();
+            (*rte).joinleftcols = std::ptr::null_mut();
+            (*rte).joinrightcols = std::ptr::null_mut();
+            (*rte).inFromCl = false;
+        }
+    }
+
     /// The FROM list's items (range-table indexes), if they are all plain references.
     unsafe fn from_items(&self) -> Option<Vec<i32>> {
         list_cells((*(*self.q).jointree).fromlist)
@@ -564,6 +615,7 @@ impl Level {
     /// Rewrite this level's FROM list as the join tree of `plan`, with DuckDB's join order
     /// optimizer off; whether it did.
     unsafe fn follow(&self, plan: &PlanTree) -> bool {
+        self.flatten_inner_joins();
         let Some(from) = self.from_items() else { return false };
         if from.len() < 2 {
             return false;
@@ -642,8 +694,23 @@ impl Level {
 unsafe fn follow_join_order(q: *mut pg_sys::Query, stmt: *mut pg_sys::PlannedStmt) -> bool {
     let Some(tree) = plan_tree((*stmt).planTree) else { return false };
     let level = Level { q, offset: 0, flat: (*stmt).rtable };
+    level.flatten_inner_joins();
     let items = level.from_items().map_or(0, |f| f.len());
     level.follow(&tree) && items >= 3
+}
+
+/// Whether a FromExpr has no JoinExpr at all (nothing to flatten).
+unsafe fn joins_none(jt: *mut pg_sys::FromExpr) -> bool {
+    list_cells((*jt).fromlist).iter().all(|c| (*(c.ptr_value as *mut pg_sys::Node)).type_ != pg_sys::NodeTag::T_JoinExpr)
+}
+
+/// How many FROM items a join tree joins (through explicit joins of any kind).
+unsafe fn relations_joined(n: *mut pg_sys::Node) -> usize {
+    match (*n).type_ {
+        pg_sys::NodeTag::T_FromExpr => list_cells((*(n as *mut pg_sys::FromExpr)).fromlist).iter().map(|c| relations_joined(c.ptr_value as *mut pg_sys::Node)).sum(),
+        pg_sys::NodeTag::T_JoinExpr => relations_joined((*(n as *mut pg_sys::JoinExpr)).larg) + relations_joined((*(n as *mut pg_sys::JoinExpr)).rarg),
+        _ => 1,
+    }
 }
 
 /// Do the two sides of every join of `tree` share a WHERE condition (so that DuckDB joins
