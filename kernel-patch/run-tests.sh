@@ -14,7 +14,7 @@
 # Environment:
 #   ANKER_KERNEL_CACHE   work directory (default /var/tmp/anker-kernel)
 #   ANKER_KERNEL_JOBS    make -j (default 2)
-#   ANKER_QEMU_TIMEOUT   seconds before the guest is killed (default 480,
+#   ANKER_QEMU_TIMEOUT   seconds before the guest is killed (default 900,
 #                        3600 with --bench)
 #   ANKER_BENCH_ARGS     arguments for snapshot_micro in --bench mode
 #   ANKER_BENCH_OUT      CSV output of --bench (default
@@ -48,8 +48,8 @@ if [ "$MODE" = bench ]; then
 	QEMU_TIMEOUT=${QEMU_TIMEOUT:-3600}
 	QEMU_MEM=2G
 else
-	QEMU_TIMEOUT=${QEMU_TIMEOUT:-480}
-	QEMU_MEM=1G
+	QEMU_TIMEOUT=${QEMU_TIMEOUT:-900}
+	QEMU_MEM=2G
 fi
 
 log() { echo "[run-tests] $*" >&2; }
@@ -184,6 +184,44 @@ log "kernel built in $(($(date +%s) - t0))s"
 KERNEL=$BUILD/arch/x86/boot/bzImage
 
 # ------------------------------------------------------- userspace + initrd
+# The host's PostgreSQL 15 with the installed anker, their shared libraries
+# and anker's pg_regress suites, for /tests/postgres (guest-postgres.sh).
+# Skipped, with a note, when PostgreSQL or anker is not installed.
+pack_postgres() {	# root
+	local root=$1 pg=/usr/lib/postgresql/15 f
+	if [ ! -x "$pg/bin/postgres" ] || [ ! -f "$pg/lib/anker.so" ]; then
+		log "PostgreSQL 15 with anker is not installed: the guest runs no PostgreSQL"
+		return 0
+	fi
+	local files=("$pg"/bin/{postgres,initdb,pg_ctl,psql,pgbench}
+		"$pg/lib/pgxs/src/test/regress/pg_regress")
+	for f in "$pg"/lib/*.so; do
+		case $(basename "$f") in
+		llvmjit.so | sepgsql.so) ;;	# JIT is off; no SELinux
+		*) files+=("$f") ;;
+		esac
+	done
+	mapfile -t libs < <(ldd "${files[@]}" 2> /dev/null |
+		awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\/lib64\// { print $1 }' | sort -u)
+	for f in "${files[@]}" "${libs[@]}"; do
+		mkdir -p "$root$(dirname "$f")"
+		cp -L "$f" "$root$f"
+	done
+	mkdir -p "$root/usr/share/postgresql" "$root/etc" \
+		"$root/pgtests/sql" "$root/pgtests/expected"
+	cp -r /usr/share/postgresql/15 "$root/usr/share/postgresql/"
+	cp -rL /usr/share/zoneinfo "$root/usr/share/"	# pg_regress runs in America/Los_Angeles
+	printf 'root:x:0:0:root:/:/bin/sh\npostgres:x:100:100:postgres:/tmp:/bin/sh\n' > "$root/etc/passwd"
+	printf 'root:x:0:\npostgres:x:100:\n' > "$root/etc/group"
+	for t in setup snapshots; do
+		cp "$REPO/sql/$t.sql" "$root/pgtests/sql/"
+		cp "$REPO"/expected/"$t"{,_[0-9]}.out "$root/pgtests/expected/" 2> /dev/null || true
+	done
+	cp "$HERE/tests/guest-postgres.sh" "$root/tests/postgres"
+	cp "$HERE/tests/guest-stress.sh" "$root/pgtests/"
+	chmod +x "$root/tests/postgres" "$root/pgtests/guest-stress.sh"
+}
+
 CFLAGS="-O2 -g -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers -static -pthread"
 root=$OUT/initramfs
 rm -rf "$root"
@@ -214,6 +252,7 @@ if [ "$MODE" = test ]; then
 		die "cannot build the engine's snapshot tests"
 	}
 	cp "$exe" "$root/tests/engine_snapshots"
+	pack_postgres "$root"
 else
 	make -s -C "$REPO/bench/snapshot-micro" snapshot_micro >&2 ||
 		die "cannot build the benchmark"
@@ -232,16 +271,16 @@ fi
 
 # -------------------------------------------------------------------- boot
 append="console=ttyS0 panic=-1 vmsnap.mode=$MODE"
+# Without ACPI the guest has no HPET/PM timer to calibrate the TSC and falls
+# back to a 4 ms jiffies clock (PostgreSQL then times snapshot creation at 0
+# ns).  Under TCG the guest TSC is the host TSC: give its frequency (only
+# ratios are reported, so an inexact value does not matter).
+khz=$(awk -F: '/^cpu MHz/ {printf "%d", $2 * 1000; exit}' /proc/cpuinfo)
+append="$append tsc_early_khz=${khz:-2000000} tsc=reliable clocksource=tsc"
 if [ "$MODE" = bench ]; then
 	# Scaled-down sizes: TCG runs system calls some 20-100x slower.
 	args=${ANKER_BENCH_ARGS:--e qemu -p 2048 -t 50 -r 3 -f 8192 -s 256 -d 1024}
 	append="$append vmsnap.args=${args// /,}"
-	# Without ACPI the guest has no HPET/PM timer to calibrate the TSC
-	# and falls back to a 4 ms jiffies clock.  Under TCG the guest TSC
-	# is the host TSC: give its frequency (only ratios are reported, so
-	# an inexact value does not matter).
-	khz=$(awk -F: '/^cpu MHz/ {printf "%d", $2 * 1000; exit}' /proc/cpuinfo)
-	append="$append tsc_early_khz=${khz:-2000000} tsc=reliable clocksource=tsc"
 fi
 serial=$OUT/serial-$MODE.log
 log "booting QEMU (TCG, 2 CPUs, timeout ${QEMU_TIMEOUT}s); log: $serial"

@@ -2,6 +2,10 @@
 -- default, memcpy, or none = the live columns); answers are the same.
 -- (aggregates here exercise AnkerScan; AnkerAgg has its own suite)
 SET anker.enable_agg_node = off;
+-- dblink runs writers in other sessions (also when this suite runs alone, in the QEMU guest)
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dblink;
+RESET client_min_messages;
 CREATE TABLE acc (id int PRIMARY KEY, bal numeric, owner text, pad text) USING anker;
 INSERT INTO acc SELECT g, 100, 'owner ' || g, repeat('p', g % 30) FROM generate_series(1, 20000) g;
 SET max_parallel_workers_per_gather = 0;

@@ -10,6 +10,9 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mount -t tmpfs tmpfs /tmp
+# POSIX shared memory (PostgreSQL's dynamic shared memory)
+mkdir -p /dev/shm
+mount -t tmpfs tmpfs /dev/shm
 
 mode="test"
 # shellcheck disable=SC2013 # words, not lines

@@ -1,0 +1,109 @@
+#!/bin/busybox sh
+# The transfer stress test (tests/snapshot_stress.sh) in the QEMU guest, as the
+# postgres user: pgbench moves money between accounts (the total never changes)
+# while a reader sums all balances, on every snapshot provider, in PostgreSQL's
+# executor and in the embedded DuckDB; every backend is a process of this
+# kernel. Every sum must be the total. TAP on stdout.
+#
+#   guest-stress.sh WORKDIR SECONDS
+
+work=$1
+secs=${2:-8}
+data=$work/data
+export PATH=/usr/lib/postgresql/15/bin:/bin PGHOST=$work PGUSER=postgres PGDATABASE=postgres TZ=UTC
+methods="cow memcpy none"
+engines="postgres duckdb"
+echo "1..6"
+
+bail() {
+	echo "# $1"
+	for f in "$work/initdb.log" "$work/server.log"; do
+		[ -f "$f" ] && tail -n 20 "$f" | sed 's/^/#   /'
+	done
+	n=0
+	for e in $engines; do
+		for m in $methods; do
+			n=$((n + 1))
+			echo "not ok $n - transfer stress $e $m"
+		done
+	done
+	exit 1
+}
+
+initdb -D "$data" -A trust --no-sync --no-locale -E UTF8 > "$work/initdb.log" 2>&1 ||
+	bail "initdb failed"
+cat >> "$data/postgresql.conf" <<EOF
+shared_preload_libraries = 'anker'
+anker.memory_limit = '512MB'
+listen_addresses = ''
+unix_socket_directories = '$work'
+max_parallel_workers_per_gather = 0
+fsync = off
+jit = off
+lc_messages = 'C'
+EOF
+pg_ctl -D "$data" -l "$work/server.log" -w -t 300 start > /dev/null ||
+	bail "the server did not start"
+psql -X -q -v ON_ERROR_STOP=1 \
+	-c "CREATE EXTENSION anker" \
+	-c "CREATE TABLE acct (id int PRIMARY KEY, balance bigint, note text) USING anker" \
+	-c "INSERT INTO acct SELECT g, 1000, 'account ' || g FROM generate_series(1, 20000) g" \
+	-c "VACUUM acct" > "$work/setup.log" 2>&1 || bail "setup failed: $(cat "$work/setup.log")"
+total=$(psql -X -At -c "SELECT sum(balance) FROM acct")
+cat > "$work/transfer.sql" <<'SQL'
+\set a random(1, 20000)
+\set b random(1, 20000)
+\set x random(1, 100)
+BEGIN;
+UPDATE acct SET balance = balance - :x, note = 'sent ' || :x WHERE id = :a;
+UPDATE acct SET balance = balance + :x, note = 'got ' || :x WHERE id = :b;
+END;
+SQL
+
+n=0
+for engine in $engines; do
+	for method in $methods; do
+		n=$((n + 1))
+		node=AnkerAgg
+		[ "$engine" = duckdb ] && node=AnkerDuckDB
+		cat > "$work/reader.sql" <<SQL
+SET anker.snapshot_method = $method;
+SET anker.olap_engine = $engine;
+SET anker.olap_threads = 2;
+DO \$\$
+DECLARE s bigint; n int := 0; t0 timestamptz := clock_timestamp();
+BEGIN
+  WHILE clock_timestamp() < t0 + interval '$((secs - 2)) seconds' LOOP
+    SELECT sum(balance) INTO s FROM acct;
+    IF s <> $total THEN
+      RAISE EXCEPTION 'inconsistent sum % (expected $total) after % reads', s, n;
+    END IF;
+    n := n + 1;
+  END LOOP;
+  RAISE NOTICE 'reads %', n;
+END \$\$;
+SQL
+		plan=$(psql -X -At -c "SET anker.olap_engine = $engine" -c "EXPLAIN SELECT sum(balance) FROM acct" 2>&1)
+		pgbench -n -c 2 -j 2 -T "$secs" -f "$work/transfer.sql" > "$work/pgbench.log" 2>&1 &
+		writer=$!
+		sleep 1
+		out=$(psql -X -At -v ON_ERROR_STOP=1 -f "$work/reader.sql" 2>&1)
+		rc=$?
+		wait "$writer"
+		wrc=$?
+		reads=$(echo "$out" | grep -o 'reads [0-9]*')
+		tps=$(grep -o 'tps = [0-9.]*' "$work/pgbench.log" | head -n 1)
+		if [ $rc = 0 ] && [ $wrc = 0 ] && [ -n "$reads" ] && echo "$plan" | grep -q "$node"; then
+			echo "ok $n - transfer stress $engine $method: $reads consistent sums, writers $tps"
+		else
+			echo "not ok $n - transfer stress $engine $method"
+			echo "$plan" "$out" | sed 's/^/#   /'
+			tail -n 5 "$work/pgbench.log" | sed 's/^/#   /'
+		fi
+	done
+done
+[ "$(psql -X -At -c "SELECT sum(balance) FROM acct")" = "$total" ] ||
+	echo "# the final sum differs from $total"
+pg_ctl -D "$data" -m fast stop > /dev/null
+grep -E 'PANIC|terminated by signal' "$work/server.log" | sed 's/^/#   /'
+exit 0
