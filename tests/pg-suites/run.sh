@@ -199,6 +199,7 @@ run_suite() {
         touch "$out/crashed"
     fi
     cluster_cleanup
+    return 0
 }
 
 passed=0
@@ -207,9 +208,12 @@ known=0
 IFS=, read -ra suite_list <<< "$SUITES"
 IFS=, read -ra am_list <<< "$AMS"
 for suite in "${suite_list[@]}"; do
+    ran=1
     for am in "${am_list[@]}"; do
-        run_suite "$suite" "$am"
+        # A suite that cannot run is a failure, not zero tests.
+        run_suite "$suite" "$am" || { failed=$((failed + 1)); ran=0; }
     done
+    [ "$ran" = 1 ] || continue
     [[ ",$AMS," == *",anker,"* && ",$AMS," == *",heap,"* ]] || continue
     heap="$WORK/$suite-heap/results.tsv" anker="$WORK/$suite-anker/results.tsv"
     total=$(wc -l < "$heap")
