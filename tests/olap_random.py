@@ -127,6 +127,10 @@ class Gen:
         aliases = {0: ["a", "b"], 1: ["a", "b"], 2: ["a", "b", "c"], 4: ["a", "b", "c", "d"], 5: ["a", "b", "c"],
                    6: ["a", "b", "c", "d"]}.get(join, ["a"])
         preds = [self.pred(self.pick(aliases)) for _ in range(r.randint(0, 2))]
+        if len(aliases) > 1 and join != 1 and r.random() < 0.3:
+            # an OR of ANDs over two tables (the planner derives one-table restrictions from it)
+            x, y = r.sample(aliases, 2)
+            preds.append(f"(({self.pred(x, 1)} AND {self.pred(y, 1)}) OR ({self.pred(x, 1)} AND {self.pred(y, 1)}))")
         where = " AND ".join(preds)
         if join in (2, 4, 5, 6):
             frm_where = frm + (f" AND {where}" if where else "")

@@ -324,6 +324,7 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, stmt: 
     if !ordered && relations_joined((*copy).jointree as *mut pg_sys::Node) >= 3 {
         return Err("DuckDB would choose the join order without statistics, and PostgreSQL's plan cannot be followed".into());
     }
+    add_or_restrictions(copy);
     let avgs = avg::mark(copy);
     let sql = avg::emulate(&deparse(copy), &avgs).map_err(|e| format!("DuckDB cannot be given avg: {e}"))?;
     let mut tables = vec![];
@@ -697,6 +698,61 @@ unsafe fn follow_join_order(q: *mut pg_sys::Query, stmt: *mut pg_sys::PlannedStm
     level.flatten_inner_joins();
     let items = level.from_items().map_or(0, |f| f.len());
     level.follow(&tree) && items >= 3
+}
+
+/// PostgreSQL's planner derives from `(a1 AND b1) OR (a2 AND b2)`, where the `a`s read only
+/// table A, the restriction `a1 OR a2` for A's scan (orclauses.c); DuckDB 1.5.6 does not,
+/// and joined every row before filtering (CH Q19: 1.2 M joined rows). Add such restrictions
+/// to `q`'s WHERE clause: they follow from it, so the rows are the same.
+unsafe fn add_or_restrictions(q: *mut pg_sys::Query) {
+    let jt = (*q).jointree;
+    if jt.is_null() || (*jt).quals.is_null() {
+        return;
+    }
+    let conjuncts: Vec<*mut pg_sys::Node> = list_cells(pg_sys::make_ands_implicit((*jt).quals as *mut pg_sys::Expr)).iter().map(|c| c.ptr_value as *mut pg_sys::Node).collect();
+    // The one table a condition reads, if it reads one and can be evaluated twice.
+    let single = |e: *mut pg_sys::Node| {
+        let mut rel = -1;
+        let movable = !pg_sys::contain_volatile_functions(e) && !avg::any_node(e, &mut |n| (*n).type_ == pg_sys::NodeTag::T_SubLink);
+        (movable && pg_sys::bms_get_singleton_member(pg_sys::pull_varnos(std::ptr::null_mut(), e), &mut rel)).then_some(rel)
+    };
+    let mut derived = vec![];
+    for &c in &conjuncts {
+        if !pg_sys::is_orclause(c as *const std::ffi::c_void) {
+            continue;
+        }
+        let arms: Vec<Vec<*mut pg_sys::Node>> = list_cells((*(c as *mut pg_sys::BoolExpr)).args)
+            .iter()
+            .map(|a| list_cells(pg_sys::make_ands_implicit(a.ptr_value as *mut pg_sys::Expr)).iter().map(|x| x.ptr_value as *mut pg_sys::Node).collect())
+            .collect();
+        let mut rels: Vec<i32> = arms[0].iter().filter_map(|&x| single(x)).collect();
+        rels.sort_unstable();
+        rels.dedup();
+        for rel in rels {
+            let parts: Vec<Vec<*mut pg_sys::Node>> = arms.iter().map(|arm| arm.iter().copied().filter(|&x| single(x) == Some(rel)).collect()).collect();
+            // Every arm must restrict the table; an OR that reads only it is pushed down already.
+            if parts.iter().any(|p| p.is_empty()) || parts.iter().zip(&arms).all(|(p, a)| p.len() == a.len()) {
+                continue;
+            }
+            let mut or_args = std::ptr::null_mut();
+            for p in parts {
+                let mut and_args = std::ptr::null_mut();
+                for x in p {
+                    and_args = pg_sys::lappend(and_args, x as *mut std::ffi::c_void);
+                }
+                or_args = pg_sys::lappend(or_args, pg_sys::make_ands_explicit(and_args) as *mut std::ffi::c_void);
+            }
+            derived.push(pg_sys::make_orclause(or_args) as *mut pg_sys::Node);
+        }
+    }
+    if derived.is_empty() {
+        return;
+    }
+    let mut all = std::ptr::null_mut();
+    for x in conjuncts.into_iter().chain(derived) {
+        all = pg_sys::lappend(all, x as *mut std::ffi::c_void);
+    }
+    (*jt).quals = pg_sys::make_ands_explicit(all) as *mut pg_sys::Node;
 }
 
 /// Whether a FromExpr has no JoinExpr at all (nothing to flatten).
