@@ -79,6 +79,11 @@ pub(crate) unsafe fn list_cells<'a>(l: *mut pg_sys::List) -> &'a [pg_sys::ListCe
     }
 }
 
+/// A PostgreSQL List of the nodes `items`, in order.
+pub(crate) unsafe fn node_list(items: impl IntoIterator<Item = *mut pg_sys::Node>) -> *mut pg_sys::List {
+    items.into_iter().fold(std::ptr::null_mut(), |l, n| pg_sys::lappend(l, n as *mut std::ffi::c_void))
+}
+
 /// Is the range-table entry a plain anker table we can scan?
 pub(crate) unsafe fn is_anker_rte(rte: *mut pg_sys::RangeTblEntry) -> bool {
     if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION

@@ -11,7 +11,7 @@ use super::duckdb::{self as ddb, LogicalType};
 use super::avg;
 use super::scan::{self, Input, Kind};
 use super::{connect, engine, Engine};
-use crate::scan_node::list_cells;
+use crate::scan_node::{list_cells, node_list};
 use crate::tam;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -504,18 +504,14 @@ impl Level {
         }
         let jt = (*self.q).jointree;
         let (mut items, mut quals, mut joins) = (vec![], vec![], vec![]);
-        if joins_none(jt) || !list_cells((*jt).fromlist).iter().all(|c| collect(c.ptr_value as *mut pg_sys::Node, &mut items, &mut quals, &mut joins)) {
+        if !list_cells((*jt).fromlist).iter().all(|c| collect(c.ptr_value as *mut pg_sys::Node, &mut items, &mut quals, &mut joins)) || joins.is_empty() {
             return;
-        }
-        let mut fromlist = std::ptr::null_mut();
-        for i in items {
-            fromlist = pg_sys::lappend(fromlist, i as *mut std::ffi::c_void);
         }
         let mut conjuncts = pg_sys::make_ands_implicit((*jt).quals as *mut pg_sys::Expr);
         for q in quals {
             conjuncts = pg_sys::list_concat(conjuncts, pg_sys::make_ands_implicit(q as *mut pg_sys::Expr));
         }
-        (*jt).fromlist = fromlist;
+        (*jt).fromlist = node_list(items);
         (*jt).quals = pg_sys::make_ands_explicit(conjuncts) as *mut pg_sys::Node;
         for j in joins {
             let rte = self.rte(j);
@@ -614,25 +610,21 @@ impl Level {
     }
 
     /// Rewrite this level's FROM list as the join tree of `plan`, with DuckDB's join order
-    /// optimizer off; whether it did.
-    unsafe fn follow(&self, plan: &PlanTree) -> bool {
+    /// optimizer off; how many items it joins, if it did.
+    unsafe fn follow(&self, plan: &PlanTree) -> Option<usize> {
         self.flatten_inner_joins();
-        let Some(from) = self.from_items() else { return false };
-        if from.len() < 2 {
-            return false;
-        }
-        let Ok(Some(tree)) = self.resolve(plan, &from, &mut vec![]) else { return false };
+        let from = self.from_items().filter(|f| f.len() >= 2)?;
+        let Ok(Some(tree)) = self.resolve(plan, &from, &mut vec![]) else { return None };
         let mut items = vec![];
         tree.items(&mut items);
         let mut listed = from.clone();
         listed.sort_unstable();
         items.sort_unstable();
         if listed != items || !connected(self.q, &tree) {
-            return false;
+            return None;
         }
-        let root = self.from_item(&tree);
-        (*(*self.q).jointree).fromlist = pg_sys::lappend(std::ptr::null_mut(), root as *mut std::ffi::c_void);
-        true
+        (*(*self.q).jointree).fromlist = node_list([self.from_item(&tree)]);
+        Some(listed.len())
     }
 
     /// `t` as a FROM item: a table, or `(left CROSS JOIN right)` (the WHERE clause keeps the
@@ -694,10 +686,7 @@ impl Level {
 /// WHERE, whose order the plan does not give (CH Q20 ran 4x slower in their written order).
 unsafe fn follow_join_order(q: *mut pg_sys::Query, stmt: *mut pg_sys::PlannedStmt) -> bool {
     let Some(tree) = plan_tree((*stmt).planTree) else { return false };
-    let level = Level { q, offset: 0, flat: (*stmt).rtable };
-    level.flatten_inner_joins();
-    let items = level.from_items().map_or(0, |f| f.len());
-    level.follow(&tree) && items >= 3
+    Level { q, offset: 0, flat: (*stmt).rtable }.follow(&tree).is_some_and(|items| items >= 3)
 }
 
 /// PostgreSQL's planner derives from `(a1 AND b1) OR (a2 AND b2)`, where the `a`s read only
@@ -734,30 +723,14 @@ unsafe fn add_or_restrictions(q: *mut pg_sys::Query) {
             if parts.iter().any(|p| p.is_empty()) || parts.iter().zip(&arms).all(|(p, a)| p.len() == a.len()) {
                 continue;
             }
-            let mut or_args = std::ptr::null_mut();
-            for p in parts {
-                let mut and_args = std::ptr::null_mut();
-                for x in p {
-                    and_args = pg_sys::lappend(and_args, x as *mut std::ffi::c_void);
-                }
-                or_args = pg_sys::lappend(or_args, pg_sys::make_ands_explicit(and_args) as *mut std::ffi::c_void);
-            }
-            derived.push(pg_sys::make_orclause(or_args) as *mut pg_sys::Node);
+            let arms = node_list(parts.into_iter().map(|p| pg_sys::make_ands_explicit(node_list(p)) as *mut pg_sys::Node));
+            derived.push(pg_sys::make_orclause(arms) as *mut pg_sys::Node);
         }
     }
     if derived.is_empty() {
         return;
     }
-    let mut all = std::ptr::null_mut();
-    for x in conjuncts.into_iter().chain(derived) {
-        all = pg_sys::lappend(all, x as *mut std::ffi::c_void);
-    }
-    (*jt).quals = pg_sys::make_ands_explicit(all) as *mut pg_sys::Node;
-}
-
-/// Whether a FromExpr has no JoinExpr at all (nothing to flatten).
-unsafe fn joins_none(jt: *mut pg_sys::FromExpr) -> bool {
-    list_cells((*jt).fromlist).iter().all(|c| (*(c.ptr_value as *mut pg_sys::Node)).type_ != pg_sys::NodeTag::T_JoinExpr)
+    (*jt).quals = pg_sys::make_ands_explicit(node_list(conjuncts.into_iter().chain(derived))) as *mut pg_sys::Node;
 }
 
 /// How many FROM items a join tree joins (through explicit joins of any kind).
@@ -947,17 +920,14 @@ impl Check {
 
     /// Are `e`'s values known to have at most avg::INTEGER_DIGITS digits before the point?
     unsafe fn narrow(&self, e: *mut pg_sys::Node) -> bool {
-        // A sub-query's output: judged without its columns (its level is not this one).
-        let output = |o: Option<*mut pg_sys::Node>| o.is_some_and(|o| avg::is_avg(o) || narrow_type(o));
+        // A sub-query's output is judged by its type alone (its columns are of another level).
         match (*e).type_ {
-            pg_sys::NodeTag::T_Var if self.subquery_column(&*(e as *mut pg_sys::Var)).is_some() => {
-                output(self.subquery_column(&*(e as *mut pg_sys::Var)))
-            }
+            pg_sys::NodeTag::T_Var => narrow_type(self.subquery_column(&*(e as *mut pg_sys::Var)).unwrap_or(e)),
             pg_sys::NodeTag::T_SubLink => {
                 let q = (*(e as *mut pg_sys::SubLink)).subselect as *mut pg_sys::Query;
-                output(list_cells((*q).targetList).first().map(|c| (*(c.ptr_value as *mut pg_sys::TargetEntry)).expr as *mut pg_sys::Node))
+                list_cells((*q).targetList).first().is_some_and(|c| narrow_type((*(c.ptr_value as *mut pg_sys::TargetEntry)).expr as *mut pg_sys::Node))
             }
-            _ => avg::is_avg(e) || narrow_type(e),
+            _ => narrow_type(e),
         }
     }
 
@@ -1059,6 +1029,22 @@ impl Check {
         Some(split)
     }
 
+    /// `e` as a leaf DuckDB computes where scales do not matter (the value is exact at
+    /// DuckDB's scale, and PostgreSQL's projection above sets the scale), if it is exact.
+    unsafe fn scale_free_leaf(
+        &mut self,
+        q: *mut pg_sys::Query,
+        e: *mut pg_sys::Node,
+        leaves: &mut Vec<(*mut pg_sys::Node, u32, *mut std::ffi::c_char)>,
+    ) -> Option<*mut pg_sys::Node> {
+        self.scale_free += 1;
+        let exact = self.exact(q, e);
+        self.scale_free -= 1;
+        exact.ok()?;
+        leaves.push((e, 0, std::ptr::null_mut()));
+        Some(leaf_var(e, leaves.len()))
+    }
+
     /// PostgreSQL's side of `e`: DuckDB's leaves replaced by Vars of INDEX_VAR.
     unsafe fn split(
         &mut self,
@@ -1085,16 +1071,7 @@ impl Check {
                 // to the largest scale that occurred (exact: smaller-scale values have no
                 // digits beyond it).
                 let (case, scales) = mixed_case_sum(e).expect("checked");
-                // Below this sum, scales do not matter: the value is exact at DuckDB's
-                // scale, and PostgreSQL's projection sets the scale.
-                self.scale_free += 1;
-                let exact = self.exact(q, e);
-                self.scale_free -= 1;
-                if exact.is_err() {
-                    return Err(why);
-                }
-                leaves.push((e, 0, std::ptr::null_mut()));
-                let sum = leaf_var(e, leaves.len());
+                let Some(sum) = self.scale_free_leaf(q, e, leaves) else { return Err(why) };
                 // Largest scale first: CASE WHEN rows of scale 4 THEN … WHEN rows of 2 … ELSE 0.
                 let mut result = round_numeric(sum, scales[0]);
                 for &scale in &scales[1..] {
@@ -1115,15 +1092,7 @@ impl Check {
                     (*n).aggtype = pg_sys::INT8OID;
                     let tle = pg_sys::makeTargetEntry(branch_case as *mut pg_sys::Expr, 1, std::ptr::null_mut(), false);
                     (*n).args = pg_sys::lappend(std::ptr::null_mut(), tle as *mut std::ffi::c_void);
-                    let n = n as *mut pg_sys::Node;
-                    self.scale_free += 1;
-                    let exact = self.exact(q, n);
-                    self.scale_free -= 1;
-                    if exact.is_err() {
-                        return Err(why);
-                    }
-                    leaves.push((n, 0, std::ptr::null_mut()));
-                    let n = leaf_var(n, leaves.len());
+                    let Some(n) = self.scale_free_leaf(q, n as *mut pg_sys::Node, leaves) else { return Err(why) };
                     result = case_when(int8_positive(n), round_numeric(sum, scale), result);
                 }
                 Ok(result)
