@@ -20,15 +20,7 @@ total=$(cluster_psql -Atc "SELECT sum(balance) FROM acct")
 base=$(cluster_psql -Atc "SELECT used_bytes FROM anker.memory")
 created0=$(cluster_psql -Atc "SELECT value FROM anker.stats WHERE name = 'snapshots_created'")
 work=$(cluster_workdir)
-cat > "$work/transfer.sql" <<'SQL'
-\set a random(1, 20000)
-\set b random(1, 20000)
-\set x random(1, 100)
-BEGIN;
-UPDATE acct SET balance = balance - :x, note = 'sent ' || :x WHERE id = :a;
-UPDATE acct SET balance = balance + :x, note = 'got ' || :x WHERE id = :b;
-END;
-SQL
+cp "$ROOT/tests/transfer.sql" "$work/transfer.sql"
 chown postgres "$work/transfer.sql"
 for engine in postgres duckdb; do
   cluster_psql -Atc "SET anker.olap_engine = $engine" -c "EXPLAIN SELECT sum(balance) FROM acct" | grep -q "$([ $engine = duckdb ] && echo AnkerDuckDB || echo AnkerAgg)"

@@ -50,15 +50,6 @@ psql -X -q -v ON_ERROR_STOP=1 \
 	-c "INSERT INTO acct SELECT g, 1000, 'account ' || g FROM generate_series(1, 20000) g" \
 	-c "VACUUM acct" > "$work/setup.log" 2>&1 || bail "setup failed: $(cat "$work/setup.log")"
 total=$(psql -X -At -c "SELECT sum(balance) FROM acct")
-cat > "$work/transfer.sql" <<'SQL'
-\set a random(1, 20000)
-\set b random(1, 20000)
-\set x random(1, 100)
-BEGIN;
-UPDATE acct SET balance = balance - :x, note = 'sent ' || :x WHERE id = :a;
-UPDATE acct SET balance = balance + :x, note = 'got ' || :x WHERE id = :b;
-END;
-SQL
 
 n=0
 for engine in $engines; do
@@ -84,7 +75,7 @@ BEGIN
 END \$\$;
 SQL
 		plan=$(psql -X -At -c "SET anker.olap_engine = $engine" -c "EXPLAIN SELECT sum(balance) FROM acct" 2>&1)
-		pgbench -n -c 2 -j 2 -T "$secs" -f "$work/transfer.sql" > "$work/pgbench.log" 2>&1 &
+		pgbench -n -c 2 -j 2 -T "$secs" -f /pgtests/transfer.sql > "$work/pgbench.log" 2>&1 &
 		writer=$!
 		sleep 1
 		out=$(psql -X -At -v ON_ERROR_STOP=1 -f "$work/reader.sql" 2>&1)
