@@ -14,6 +14,8 @@
 # databases at the end. `--conf 'synchronous_commit = on'` overrides a default. --perf SEC
 # records `perf record -a -g` for SEC seconds in the middle of each engine's last round (needs
 # linux-perf) into DIR (default: a new directory under /tmp) and prints the top symbols.
+# It also prints the CPU milliseconds per transaction of the cluster's processes by kind
+# (client backends, autovacuum workers, walwriter, ...; bench/lib/pgcpu.py samples /proc).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
@@ -54,18 +56,21 @@ done
 cluster_psql -q -c CHECKPOINT -c "CREATE EXTENSION pg_walinspect"
 
 threads=$CLIENTS; [ "$threads" -gt "$(nproc)" ] && threads=$(nproc)
-oltp() { # $1 = database, $2 = seconds; prints "tps transactions wal_bytes"
+postmaster=$(head -n1 "$CLUSTER_DATA/postmaster.pid")
+oltp() { # $1 = database, $2 = seconds; prints "tps transactions wal_bytes kind=cpu_seconds..."
     local before out
     before=$(cluster_psql -At -c "SELECT pg_current_wal_insert_lsn()")
-    out=$(cd "$WORK" && cluster_pgbench -n -M prepared -c "$CLIENTS" -j "$threads" -T "$2" \
+    out=$(cd "$WORK" && cluster_run python3 "$BENCH/lib/pgcpu.py" "$postmaster" -- \
+        "$PG_BINDIR/pgbench" -n -M prepared -c "$CLIENTS" -j "$threads" -T "$2" \
         -D warehouses="$W" -D uniform=0 "${TPCC_MIX_ARGS[@]}" "$1" 2>&1)
     echo "$(echo "$out" | grep -Eo 'tps = [0-9.]+' | head -n1 | awk '{print $3}')" \
         "$(echo "$out" | grep -Eo 'transactions actually processed: [0-9]+' | awk '{print $4}')" \
-        "$(cluster_psql -At -c "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$before')::bigint")"
+        "$(cluster_psql -At -c "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$before')::bigint")" \
+        "$(echo "$out" | sed -n 's/^cpu: //p')"
 }
 for am in heap anker; do oltp "tpcc_$am" 10 >/dev/null; done   # warm-up
 
-declare -A sum xsum wsum breakdown
+declare -A sum xsum wsum breakdown cpu
 for r in $(seq 1 "$ROUNDS"); do
     order="heap anker"; [ $((r % 2)) = 0 ] && order="anker heap"
     for am in $order; do
@@ -74,7 +79,10 @@ for r in $(seq 1 "$ROUNDS"); do
             (sleep $(( (DURATION - PERF) / 2 )); perf record -q -a -g -o "$OUT/perf.$am.data" -- sleep "$PERF" >/dev/null 2>&1) &
             perf_pid=$!
         fi
-        read -r tps xacts wal < <(oltp "tpcc_$am" "$DURATION")
+        read -r tps xacts wal usage < <(oltp "tpcc_$am" "$DURATION")
+        for pair in $usage; do
+            cpu[$am.${pair%%=*}]=$(echo "${cpu[$am.${pair%%=*}]:-0} + ${pair#*=}" | bc -l)
+        done
         if [ "$r" = "$ROUNDS" ]; then
             # where this round's WAL went (pg_walinspect reads flushed WAL only:
             # the switch flushes; read now, before a checkpoint recycles it)
@@ -95,6 +103,14 @@ printf 'heap %.0f tps, anker-%s %.0f tps, anker/heap = %.3f\n' \
 printf 'WAL bytes per transaction: heap %.0f, anker %.0f, anker/heap = %.3f\n' \
     "$(echo "${wsum[heap]} / ${xsum[heap]}" | bc -l)" "$(echo "${wsum[anker]} / ${xsum[anker]}" | bc -l)" \
     "$(echo "(${wsum[anker]} / ${xsum[anker]}) / (${wsum[heap]} / ${xsum[heap]})" | bc -l)"
+# CPU of the cluster's processes by kind (bench/lib/pgcpu.py), per transaction, all rounds
+for am in heap anker; do
+    line=
+    for key in $(printf '%s\n' "${!cpu[@]}" | sed -n "s/^$am\.//p" | sort); do
+        line+=$(printf ' %s %.3f' "$key" "$(echo "${cpu[$am.$key]} * 1000 / ${xsum[$am]}" | bc -l)")
+    done
+    echo "CPU ms per transaction, $am:$line"
+done
 for am in heap anker; do
     echo "WAL of the last $am round by record type (bytes, records and full-page image bytes per transaction):"
     echo "${breakdown[$am]}"

@@ -74,8 +74,13 @@ pub fn collect_garbage(budget: usize) {
         }
         q.pop_front();
         if let Some(t) = dir.lookup(arena, &e.key) {
-            let _epoch = shmem::enter_epoch();
-            t.prune_chain(arena, e.row, &removable);
+            {
+                let _epoch = shmem::enter_epoch();
+                t.prune_chain(arena, e.row, &removable);
+            }
+            if t.reclaim_due() {
+                t.reclaim(arena);
+            }
         }
     }
 }

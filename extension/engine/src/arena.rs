@@ -805,12 +805,19 @@ impl Arena {
 
     /// True when no reader that entered at or before epoch `e` is still inside.
     pub fn epoch_safe(&self, e: u64) -> bool {
+        e < self.oldest_reader_epoch()
+    }
+
+    /// The epoch the longest-inside reader entered at (u64::MAX when none
+    /// is inside): memory retired in an epoch below it is unreachable.
+    pub fn oldest_reader_epoch(&self) -> u64 {
         std::sync::atomic::fence(Ordering::SeqCst);
         let n = self.header().n_reader_slots;
-        (0..n).all(|s| {
-            let v = self.reader_slot(s).load(Ordering::SeqCst);
-            v == 0 || v > e
-        })
+        (0..n)
+            .map(|s| self.reader_slot(s).load(Ordering::SeqCst))
+            .filter(|&v| v != 0)
+            .min()
+            .unwrap_or(u64::MAX)
     }
 }
 

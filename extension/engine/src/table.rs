@@ -450,6 +450,9 @@ struct FreeChunk {
 }
 const FREE_CHUNK_ROWS: usize = 1022;
 
+/// Retired records past which writers reclaim ([`Table::reclaim_due`]).
+const RECLAIM_BATCH: u64 = 256;
+
 /// A page replaced by copy-on-write, kept until no snapshot or reader that
 /// could still see it remains.
 #[repr(C)]
@@ -518,7 +521,11 @@ pub struct Table {
     pub snap_epoch: AtomicU32,
     /// `[AtomicU64; MAX_COLUMNS]`: offsets of the [`Column`]s.
     pub(crate) cols: Off,
+    /// Retired memory, oldest first (appended under `retire_lock`), and how
+    /// many records the list holds.
     pub(crate) retired: AtomicU64,
+    retired_tail: AtomicU64,
+    retired_len: AtomicU64,
     /// Incremented whenever a page is replaced by copy-on-write; readers
     /// that cache page pointers revalidate against it.
     pub(crate) cow_gen: AtomicU64,
@@ -578,6 +585,8 @@ impl Table {
             (*t).prepared_drop = AtomicU32::new(0);
             (*t).snap_epoch = AtomicU32::new(1);
             (*t).retired = AtomicU64::new(NULL_OFF);
+            (*t).retired_tail = AtomicU64::new(NULL_OFF);
+            (*t).retired_len = AtomicU64::new(0);
             (*t).cow_gen = AtomicU64::new(0);
             (*t).stamps.init(4);
             (*t).cids.init(3);
@@ -1163,47 +1172,63 @@ impl Table {
             Err(_) => return,
         };
         let _g = self.retire_lock.lock();
-        // SAFETY: fresh allocation for a Retired record.
+        // SAFETY: fresh allocation for a Retired record; the tail, if any, is
+        // a live record on the list (both under retire_lock).
         unsafe {
             let r: *mut Retired = arena.ptr(rec);
             (*r).what = what;
             (*r).kind = kind as u32;
             (*r).snap_epoch = self.snap_epoch.load(Ordering::Acquire);
             (*r).ebr_epoch = arena.epoch_retire();
-            (*r).next = self.retired.load(Ordering::Relaxed);
+            (*r).next = NULL_OFF;
+            match self.retired_tail.load(Ordering::Relaxed) {
+                NULL_OFF => self.retired.store(rec, Ordering::Relaxed),
+                tail => (*arena.ptr::<Retired>(tail)).next = rec,
+            }
         }
-        self.retired.store(rec, Ordering::Relaxed);
+        self.retired_tail.store(rec, Ordering::Relaxed);
+        self.retired_len.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// True when enough memory waits on the retired list that a writer
+    /// should reclaim it ([`reclaim`](Self::reclaim)) rather than leave it
+    /// to VACUUM: freed undo records and pages are then reused while they
+    /// are still in the caches, instead of the table growing into fresh
+    /// pages between VACUUMs.
+    pub fn reclaim_due(&self) -> bool {
+        self.retired_len.load(Ordering::Relaxed) >= RECLAIM_BATCH
     }
 
     /// Free retired memory that no snapshot (oldest live snapshot epoch
     /// `oldest_snapshot`, or u32::MAX when none) and no reader can still use.
+    /// The list is in retirement order, and both epochs a record carries
+    /// grow along it, so the records to free are a prefix of it.
     pub fn reclaim_retired(&self, arena: &Arena, oldest_snapshot: u32) -> usize {
         let mut freed = 0;
         let _g = self.retire_lock.lock();
-        let mut prev: Option<*mut Retired> = None;
+        let oldest_reader = arena.oldest_reader_epoch();
         let mut cur = self.retired.load(Ordering::Relaxed);
         while cur != NULL_OFF {
             let r: *mut Retired = arena.ptr(cur);
             // SAFETY: records on the list are live allocations of ours.
             let (next, what, kind, se, ee) = unsafe { ((*r).next, (*r).what, (*r).kind, (*r).snap_epoch, (*r).ebr_epoch) };
-            if se < oldest_snapshot && arena.epoch_safe(ee) {
-                match prev {
-                    // SAFETY: prev is a live record on the list.
-                    Some(p) => unsafe { (*p).next = next },
-                    None => self.retired.store(next, Ordering::Relaxed),
-                }
-                match kind {
-                    k if k == RetiredKind::Page as u32 => arena.free_pages(&self.heap.owner, page_no_off(what as u32)),
-                    k if k == RetiredKind::UndoRec as u32 => self.free_undo_rec(arena, what, true),
-                    _ => self.heap.free(arena, what),
-                }
-                self.heap.free(arena, cur);
-                freed += 1;
-            } else {
-                prev = Some(r);
+            if se >= oldest_snapshot || ee >= oldest_reader {
+                break;
             }
+            match kind {
+                k if k == RetiredKind::Page as u32 => arena.free_pages(&self.heap.owner, page_no_off(what as u32)),
+                k if k == RetiredKind::UndoRec as u32 => self.free_undo_rec(arena, what, true),
+                _ => self.heap.free(arena, what),
+            }
+            self.heap.free(arena, cur);
+            freed += 1;
             cur = next;
         }
+        self.retired.store(cur, Ordering::Relaxed);
+        if cur == NULL_OFF {
+            self.retired_tail.store(NULL_OFF, Ordering::Relaxed);
+        }
+        self.retired_len.fetch_sub(freed as u64, Ordering::Relaxed);
         freed
     }
 
@@ -2163,6 +2188,35 @@ mod tests {
         let h = t.header(&a, row).unwrap();
         assert_eq!(h.next, next);
         assert_ne!(h.flags & flag::UPDATED, 0);
+    }
+
+    #[test]
+    fn retired_memory_is_freed_in_order_once_readers_and_snapshots_let_go() {
+        let a = setup();
+        let dir = Directory::get(&a).unwrap();
+        let t = dir.get_or_create(&a, &[9, 9, 9, 0], &|| vec![ColumnSpec::fixed(8)]).unwrap();
+        insert_one(&a, t, &[Value::Fixed(&[1; 8])], 90);
+        let retire_one = || t.retire(&a, RetiredKind::Object, t.heap.alloc(&a, 64).unwrap());
+        retire_one();
+        a.epoch_enter(0); // a reader that may have seen what is retired from now on
+        retire_one();
+        assert_eq!(t.reclaim(&a), 1, "only what was retired before the reader entered");
+        let snap = t.create_snapshot(&a, &[0], crate::snapshot::Method::Cow, 0).unwrap();
+        retire_one();
+        a.epoch_exit(0);
+        assert_eq!(t.reclaim(&a), 1, "the snapshot keeps what was retired after it");
+        assert_eq!(t.retired_len.load(Ordering::Relaxed), 1);
+        t.release_snapshot(&a, snap); // reclaims
+        assert_eq!(t.retired_len.load(Ordering::Relaxed), 0);
+        assert_eq!(t.reclaim(&a), 0);
+        // the list is usable again after running empty
+        for _ in 0..RECLAIM_BATCH {
+            assert!(!t.reclaim_due());
+            retire_one();
+        }
+        assert!(t.reclaim_due());
+        assert_eq!(t.reclaim(&a), RECLAIM_BATCH as usize);
+        assert!(!t.reclaim_due());
     }
 
     #[test]
