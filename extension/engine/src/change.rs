@@ -131,7 +131,7 @@ impl std::fmt::Display for DecodeError {
 
 /// `v` as a LEB128 varint (seven bits a byte, low bits first): the bytes
 /// and how many of them are used.
-fn varint(mut v: u64) -> ([u8; 10], usize) {
+pub fn varint(mut v: u64) -> ([u8; 10], usize) {
     let (mut b, mut n) = ([0; 10], 0);
     while v >= 0x80 {
         b[n] = v as u8 | 0x80;

@@ -184,7 +184,9 @@ fn write_to<R>(fork: Option<Fork>, table: &Table, op: impl FnOnce(&mut Log) -> R
     // function (an error releases them with the transaction).
     unsafe {
         let tail = lock_tail(fork, table);
-        let mut log = Log { entries: Vec::new(), next_seq: table.durable_seq.load(Ordering::Acquire) + 1, count: 0, enabled: true };
+        let mut entries = std::mem::take(&mut *(&raw mut ENTRIES));
+        entries.clear();
+        let mut log = Log { entries, next_seq: table.durable_seq.load(Ordering::Acquire) + 1, count: 0, enabled: true };
         let r = op(&mut log);
         let tail = if log.count > 0 {
             // Published before `append` lets go of any block: whoever gets
@@ -196,9 +198,17 @@ fn write_to<R>(fork: Option<Fork>, table: &Table, op: impl FnOnce(&mut Log) -> R
             tail
         };
         pg_sys::UnlockReleaseBuffer(tail);
+        *(&raw mut ENTRIES) = log.entries;
         r
     }
 }
+
+/// The entries of a write being framed, and the page operation of an append
+/// that fits its tail block: kept per backend, so that a row change's trip
+/// to the log allocates nothing (a write nested in another, or one an error
+/// cut short, gets a fresh buffer).
+static mut ENTRIES: Vec<u8> = Vec::new();
+static mut TAIL_OP: Vec<u8> = Vec::new();
 
 /// Pin and exclusively lock the last block of the log (creating the fork's
 /// first blocks if it has none): the table's log lock.
@@ -282,6 +292,11 @@ fn parse_chunk(stream: &[u8]) -> Option<(u8, &[u8], usize)> {
 /// carry. Returns the new last block, pinned and locked (the caller
 /// releases it). With `table`, the chain is its log, whose tail moves.
 unsafe fn append(fork: Fork, mut tail: Option<pg_sys::Buffer>, entries: &[u8], info: u8, table: Option<&Table>) -> pg_sys::Buffer {
+    if let Some(t) = tail {
+        if append_to_tail(fork, t, entries, info) {
+            return t;
+        }
+    }
     let max_piece = (MAX_RECORD_PAGES - 1) * PAGE_DATA - 2 * CHUNK_HEADER_MAX;
     if entries.len() <= max_piece {
         return append_chunk(fork, tail, &chunk(WHOLE, entries), info, table);
@@ -298,6 +313,26 @@ unsafe fn append(fork: Fork, mut tail: Option<pg_sys::Buffer>, entries: &[u8], i
         tail = Some(append_chunk(fork, tail, &chunk(kind, p), info, table));
     }
     tail.expect("at least one piece")
+}
+
+/// Append `entries` as one chunk to the tail block `tail` when they fit
+/// there (the common case: a row change or a few), building the page
+/// operation in a reused buffer; the log's tail stays where it is. False:
+/// they do not fit, nothing was done.
+unsafe fn append_to_tail(fork: Fork, tail: pg_sys::Buffer, entries: &[u8], info: u8) -> bool {
+    let (header, header_len) = anker_engine::change::varint((entries.len() as u64) << 3 | WHOLE as u64);
+    if header_len + entries.len() > pages::room(pages::page(tail)) {
+        return false;
+    }
+    let end = (INVALID, PAGE_HEADER);
+    let link = (pages::link_of(pages::page(tail)) != end).then_some(end);
+    let mut op = std::mem::take(&mut *(&raw mut TAIL_OP));
+    pages::log_op_into(&mut op, link, &[&header[..header_len], entries]);
+    let parts = [Part { buf: tail, new: false, meta: false, op }];
+    pages::log_and_apply(fork.permanent, &parts, info);
+    let [part] = parts;
+    *(&raw mut TAIL_OP) = part.op;
+    true
 }
 
 /// Append one chunk in one WAL record: what fits in the tail, then blocks

@@ -157,15 +157,23 @@ pub fn meta_op(m: Meta) -> Vec<u8> {
 /// reading starts there) unless None, then append `bytes`.
 pub fn log_op(link: Option<(u32, usize)>, bytes: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(1 + LINK_LEN + bytes.len());
+    log_op_into(&mut v, link, &[bytes]);
+    v
+}
+
+/// [`log_op`] into `out` (cleared first), the bytes given in pieces.
+pub fn log_op_into(out: &mut Vec<u8>, link: Option<(u32, usize)>, pieces: &[&[u8]]) {
+    out.clear();
     match link {
         Some(l) => {
-            v.push(OP_LINKED);
-            v.extend_from_slice(&link_bytes(l));
+            out.push(OP_LINKED);
+            out.extend_from_slice(&link_bytes(l));
         }
-        None => v.push(0),
+        None => out.push(0),
     }
-    v.extend_from_slice(bytes);
-    v
+    for p in pieces {
+        out.extend_from_slice(p);
+    }
 }
 
 /// A log page operation's link and bytes (None: not an operation).
