@@ -17,6 +17,9 @@
 //! until it was updated again or VACUUMed: most rows of an OLTP table then
 //! carried a chain, and every scan of them read the link and paid for it.
 //! Past [`MAX_COMMITTED`] queued rows, the rest is left to those paths.
+//! The records pruned are retired; once enough wait, the same backend frees
+//! those no reader or snapshot can reach (`Table::reclaim_due`), so that
+//! new records reuse their memory instead of growing the table.
 
 use crate::shmem;
 use crate::xact_list::XactList;
