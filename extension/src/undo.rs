@@ -20,9 +20,17 @@
 //! The records pruned are retired; once enough wait, the same backend frees
 //! those no reader or snapshot can reach (`Table::reclaim_due`), so that
 //! new records reuse their memory instead of growing the table.
+//!
+//! Pruning is not logged: replaying a log (loading a table after a start, or
+//! a standby's redo) brings back every version its in-place updates left.
+//! [`ReplayPruner`] prunes them again as they are replayed, so that a loaded
+//! table holds what the table held, not its whole history since its image,
+//! and a standby, where nobody writes or VACUUMs, does not grow with every
+//! update it replays.
 
 use crate::shmem;
 use crate::xact_list::XactList;
+use anker_engine::change::Change;
 use anker_engine::table::{Table, TableKey};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -67,8 +75,7 @@ pub fn collect_garbage(budget: usize) {
     // rows of any table.
     let vistest = unsafe { pg_sys::GlobalVisTestFor(std::ptr::null_mut()) };
     // SAFETY: plain horizon and clog lookups.
-    let removable =
-        |xid: u32| unsafe { pg_sys::GlobalVisTestIsRemovableXid(vistest, xid.into()) && pg_sys::TransactionIdDidCommit(xid.into()) };
+    let removable = |xid: u32| unsafe { pg_sys::GlobalVisTestIsRemovableXid(vistest, xid.into()) && updater_committed(xid) };
     for _ in 0..budget {
         let Some(e) = q.front().copied() else { break };
         // SAFETY: as above.
@@ -81,10 +88,64 @@ pub fn collect_garbage(budget: usize) {
                 let _epoch = shmem::enter_epoch();
                 t.prune_chain(arena, e.row, &removable);
             }
-            if t.reclaim_due() {
-                t.reclaim(arena);
-            }
+            reclaim_if_due(t);
         }
+    }
+}
+
+/// Did `xid`, the updater an undo record names, commit? Callers have
+/// checked that it is older than every snapshot. An updater older than the
+/// oldest transaction the clog still knows did: VACUUM puts back (logged)
+/// the records of aborted in-place updates before it lets `relfrozenxid`
+/// pass their updaters, so the records older than the clog that come back
+/// when a log is replayed (pruning is not logged) are committed ones. The
+/// clog's horizon is read under XactTruncationLock, held across the lookup,
+/// as `TransactionIdInRecentPast` does.
+pub unsafe fn updater_committed(xid: u32) -> bool {
+    // XactTruncationLock, number 44 in PostgreSQL 15's lwlocknames.txt (no
+    // symbol of its own: a macro over the main lock array).
+    let lock = &raw mut (*pg_sys::MainLWLockArray.add(44)).lock;
+    pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_SHARED);
+    let known = !pg_sys::TransactionIdPrecedes(xid.into(), (*pg_sys::ShmemVariableCache).oldestClogXid);
+    let committed = !known || pg_sys::TransactionIdDidCommit(xid.into());
+    pg_sys::LWLockRelease(lock);
+    committed
+}
+
+/// Prunes the chains that replayed in-place updates extend (see the module
+/// documentation), against the transaction horizon of the moment it was
+/// made: an updater that committed before it is seen by every snapshot,
+/// on a primary and, through KnownAssignedXids, on a hot standby.
+/// The horizon is taken at the first in-place update replayed (redo makes
+/// one pruner per WAL record, most of which hold none).
+#[derive(Default)]
+pub struct ReplayPruner {
+    horizon: Option<pg_sys::TransactionId>,
+}
+
+impl ReplayPruner {
+    /// After `change` was replayed into `table`.
+    pub fn after(&mut self, table: &Table, change: &Change) {
+        let Change::Update { row, .. } = change else { return };
+        // SAFETY: a scan of the proc array (also in the startup process).
+        let horizon = *self.horizon.get_or_insert_with(|| unsafe { pg_sys::GetOldestNonRemovableTransactionId(std::ptr::null_mut()) });
+        let arena = shmem::arena();
+        {
+            let _epoch = shmem::enter_epoch();
+            // SAFETY: plain xid comparisons and clog lookups.
+            let removable = |xid: u32| unsafe { pg_sys::TransactionIdPrecedes(xid.into(), horizon) && updater_committed(xid) };
+            table.prune_chain(arena, *row, &removable);
+        }
+        reclaim_if_due(table);
+    }
+}
+
+/// Free what `table` retired, once enough waits (`Table::reclaim_due`).
+/// Called by whoever prunes, outside its own reclamation epoch (inside it,
+/// its own retirements could not be freed).
+pub fn reclaim_if_due(table: &Table) {
+    if table.reclaim_due() {
+        table.reclaim(shmem::arena());
     }
 }
 

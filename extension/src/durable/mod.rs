@@ -577,6 +577,7 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     let mut image_end = entries.consumed();
     let mut in_image = true;
     let mut progress = Progress::new(rnode, started, bytes.len());
+    let mut pruner = crate::undo::ReplayPruner::default();
     while let Some((seq, change)) = entries.next() {
         if n % 16384 == 0 {
             progress.report(entries.consumed(), table.nrows(), n);
@@ -593,6 +594,7 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
         if let Err(e) = table.replay(arena, &change) {
             crate::error::out_of_memory(e);
         }
+        pruner.after(table, &change);
         table.durable_seq.store(seq, Ordering::Release);
         n += 1;
         if in_image {

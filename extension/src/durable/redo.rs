@@ -187,6 +187,7 @@ unsafe fn loaded_table(key: &TableKey) -> Option<&'static anker_engine::table::T
 unsafe fn apply_entries(t: &anker_engine::table::Table, key: &TableKey, rnode: pg_sys::RelFileNode, bytes: &[u8], lsn: pg_sys::XLogRecPtr) {
     let arena = shmem::arena();
     let mut entries = Entries::new(bytes);
+    let mut pruner = crate::undo::ReplayPruner::default();
     for (seq, change) in &mut entries {
         let have = t.durable_seq.load(Ordering::Acquire);
         if seq <= have {
@@ -216,6 +217,7 @@ unsafe fn apply_entries(t: &anker_engine::table::Table, key: &TableKey, rnode: p
         if let Err(e) = t.replay(arena, &change) {
             out_of_memory_in_redo(e, &rnode, lsn);
         }
+        pruner.after(t, &change);
         t.durable_seq.store(seq, Ordering::Release);
     }
     if let Some(e) = entries.stopped {

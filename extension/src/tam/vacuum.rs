@@ -135,7 +135,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
                 h = again;
             }
             let _epoch = shmem::enter_epoch();
-            let removable = |x: u32| precedes(x, oldest_xmin) && pg_sys::TransactionIdDidCommit(x.into());
+            let removable = |x: u32| precedes(x, oldest_xmin) && crate::undo::updater_committed(x);
             chains_pruned += table.prune_chain(arena, row, &removable);
             if let Some(again) = table.header(arena, row) {
                 h = again;
