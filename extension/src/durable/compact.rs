@@ -212,11 +212,16 @@ pub fn maybe_compact(rel: pg_sys::Relation, table: &Table) {
 /// Autovacuum visits a table for its dead tuples, and a table updated only
 /// in place has none: when its log has grown to twice what calls for an
 /// image, report as many dead tuples as make autovacuum come (it runs
-/// VACUUM, which compacts). `before` is the log's size before this write.
-/// The report shows in `pg_stat_user_tables.n_dead_tup` until then.
+/// VACUUM, which compacts), and again each time the log grows by another
+/// half of that, for a report autovacuum never acted on (statistics reset
+/// by a crash, autovacuum off for a while) must not let the log grow for
+/// ever. `before` is the log's size before this write. The report shows in
+/// `pg_stat_user_tables.n_dead_tup` until then.
 pub fn nudge_autovacuum(rel: pg_sys::Relation, table: &Table, before: u64) {
     let limit = 2 * table.image_bytes.load(Ordering::Relaxed).max(MIN_LOG_BYTES);
-    if before > limit || table.log_bytes.load(Ordering::Relaxed) <= limit {
+    let band = |bytes: u64| bytes.checked_sub(limit + 1).map(|over| over / (limit / 2));
+    let after = band(table.log_bytes.load(Ordering::Relaxed));
+    if after.is_none() || after == band(before) {
         return;
     }
     let setting = |name: &std::ffi::CStr, default: f64| -> f64 {
