@@ -106,7 +106,9 @@ pub unsafe fn updater_committed(xid: u32) -> bool {
     // symbol of its own: a macro over the main lock array).
     let lock = &raw mut (*pg_sys::MainLWLockArray.add(44)).lock;
     pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_SHARED);
-    let known = !pg_sys::TransactionIdPrecedes(xid.into(), (*pg_sys::ShmemVariableCache).oldestClogXid);
+    // (the special xids, bootstrap, frozen and invalid, are answered without the clog)
+    let known = xid < crate::visibility::FIRST_NORMAL_XID
+        || !pg_sys::TransactionIdPrecedes(xid.into(), (*pg_sys::ShmemVariableCache).oldestClogXid);
     let committed = !known || pg_sys::TransactionIdDidCommit(xid.into());
     pg_sys::LWLockRelease(lock);
     committed
