@@ -102,13 +102,18 @@ impl Table {
     /// As for [`undo_rec`](Self::undo_rec).
     pub unsafe fn before_images(&self, arena: &Arena, rec: &UndoRec, out: &mut Vec<BeforeImage>) {
         out.clear();
+        self.each_before_image(arena, rec, |im| out.push(im));
+    }
+
+    /// [`before_images`](Self::before_images), one at a time.
+    unsafe fn each_before_image(&self, arena: &Arena, rec: &UndoRec, mut f: impl FnMut(BeforeImage)) {
         let mut p = (rec as *const UndoRec as *const u8).add(HEADER);
         for _ in 0..rec.nvals {
             let e = &*(p as *const UndoEntry);
             let c = self.column(arena, e.col as usize);
             let data = p.add(ENTRY_HEADER);
             let value = if e.null != 0 { ValueRef::Null } else { crate::table::decode_slot(arena, c.spec_kind, data) };
-            out.push(BeforeImage { col: e.col as usize, value });
+            f(BeforeImage { col: e.col as usize, value });
             p = p.add(entry_bytes(c.width_shift));
         }
     }
@@ -117,14 +122,14 @@ impl Table {
     /// before-images reference (they are no longer referenced elsewhere).
     pub(crate) fn free_undo_rec(&self, arena: &Arena, off: Off, with_blobs: bool) {
         if with_blobs {
-            let mut images = vec![];
             // SAFETY: the record is retired and no reader can reach it.
-            unsafe { self.before_images(arena, arena.get::<UndoRec>(off), &mut images) };
-            for im in images {
-                if let ValueRef::Blob(p, _) = im.value {
-                    self.heap.free(arena, arena.off_of(p));
-                }
-            }
+            unsafe {
+                self.each_before_image(arena, arena.get::<UndoRec>(off), |im| {
+                    if let ValueRef::Blob(p, _) = im.value {
+                        self.heap.free(arena, arena.off_of(p));
+                    }
+                })
+            };
         }
         self.heap.free(arena, off);
     }
