@@ -171,9 +171,8 @@ unsafe fn mixed_case_sum(e: *mut pg_sys::Node) -> Option<(*mut pg_sys::CaseExpr,
         if b.is_null() {
             continue;
         }
-        match numeric_scale(b)? {
-            Some(x) => scales.push(x),
-            None => {}
+        if let Some(x) = numeric_scale(b)? {
+            scales.push(x);
         }
     }
     scales.sort_unstable();
@@ -314,9 +313,9 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, stmt: 
     }
     (*copy).targetList = tlist;
     if !check.params.is_null() {
-        let mutator: unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node = params_to_constants;
+        let mutator: Mutator = params_to_constants;
         // SAFETY: PostgreSQL 15 declares mutators without their arguments (`Node *(*)()`).
-        let mutator = std::mem::transmute::<_, unsafe extern "C-unwind" fn() -> *mut pg_sys::Node>(mutator);
+        let mutator = std::mem::transmute::<Mutator, unsafe extern "C-unwind" fn() -> *mut pg_sys::Node>(mutator);
         pg_sys::query_tree_mutator(copy, Some(mutator), check.params as *mut std::ffi::c_void, pg_sys::QTW_DONT_COPY_QUERY as i32);
     }
     pin_numeric_constants(copy as *mut pg_sys::Node, std::ptr::null_mut());
@@ -525,7 +524,7 @@ impl Level {
     }
 
     /// The FROM list's items (range-table indexes), if they are all plain references.
-    unsafe fn from_items(&self) -> Option<Vec<i32>> {
+    unsafe fn fromlist_items(&self) -> Option<Vec<i32>> {
         list_cells((*(*self.q).jointree).fromlist)
             .iter()
             .map(|c| {
@@ -613,7 +612,7 @@ impl Level {
     /// optimizer off; how many items it joins, if it did.
     unsafe fn follow(&self, plan: &PlanTree) -> Option<usize> {
         self.flatten_inner_joins();
-        let from = self.from_items().filter(|f| f.len() >= 2)?;
+        let from = self.fromlist_items().filter(|f| f.len() >= 2)?;
         let Ok(Some(tree)) = self.resolve(plan, &from, &mut vec![]) else { return None };
         let mut items = vec![];
         tree.items(&mut items);
@@ -623,13 +622,13 @@ impl Level {
         if listed != items || !connected(self.q, &tree) {
             return None;
         }
-        (*(*self.q).jointree).fromlist = node_list([self.from_item(&tree)]);
+        (*(*self.q).jointree).fromlist = node_list([self.fromlist_item(&tree)]);
         Some(listed.len())
     }
 
     /// `t` as a FROM item: a table, or `(left CROSS JOIN right)` (the WHERE clause keeps the
     /// join conditions; DuckDB's filter pushdown makes them the joins').
-    unsafe fn from_item(&self, t: &JoinTree) -> *mut pg_sys::Node {
+    unsafe fn fromlist_item(&self, t: &JoinTree) -> *mut pg_sys::Node {
         let (l, r) = match t {
             JoinTree::Item(i) => {
                 let r = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblRef>()) as *mut pg_sys::RangeTblRef;
@@ -637,7 +636,7 @@ impl Level {
                 (*r).rtindex = *i;
                 return r as *mut pg_sys::Node;
             }
-            JoinTree::Join(l, r) => (self.from_item(l), self.from_item(r)),
+            JoinTree::Join(l, r) => (self.fromlist_item(l), self.fromlist_item(r)),
         };
         // ruleutils prints a JoinExpr from its RTE_JOIN: the join's columns, those of the
         // left side then those of the right, as the parser would have made them.
@@ -1584,15 +1583,18 @@ unsafe fn bound_value(params: pg_sys::ParamListInfo, p: *mut pg_sys::Param) -> O
     Some(pg_sys::makeConst(p.paramtype, p.paramtypmod, p.paramcollid, len as i32, (*data).value, (*data).isnull, byval))
 }
 
+/// A node mutator as `expression_tree_mutator` calls it.
+type Mutator = unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node;
+
 /// Replace a custom plan's parameters by their values (the copy to be deparsed).
 #[pg_guard]
 unsafe extern "C-unwind" fn params_to_constants(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> *mut pg_sys::Node {
     if node.is_null() {
         return node;
     }
-    let mutator: unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node = params_to_constants;
+    let mutator: Mutator = params_to_constants;
     // SAFETY: as in prepare.
-    let mutator = std::mem::transmute::<_, unsafe extern "C-unwind" fn() -> *mut pg_sys::Node>(mutator);
+    let mutator = std::mem::transmute::<Mutator, unsafe extern "C-unwind" fn() -> *mut pg_sys::Node>(mutator);
     match (*node).type_ {
         pg_sys::NodeTag::T_Param => match bound_value(ctx as pg_sys::ParamListInfo, node as *mut pg_sys::Param) {
             Some(c) => c as *mut pg_sys::Node,

@@ -663,10 +663,22 @@ impl Writer {
                     decimal::payload_to_scaled(datum::varlena_payload(p), scale as u32).ok_or_else(|| NOT_EXACT.to_string())
                 };
                 match digits {
-                    0..=4 => present.into_iter().try_for_each(|i| Ok(*(self.data as *mut i16).add(k + i) = units(i)? as i16)),
-                    5..=9 => present.into_iter().try_for_each(|i| Ok(*(self.data as *mut i32).add(k + i) = units(i)? as i32)),
-                    10..=18 => present.into_iter().try_for_each(|i| Ok(*(self.data as *mut i64).add(k + i) = units(i)? as i64)),
-                    _ => present.into_iter().try_for_each(|i| Ok(*(self.data as *mut i128).add(k + i) = units(i)?)),
+                    0..=4 => present.into_iter().try_for_each(|i| {
+                        *(self.data as *mut i16).add(k + i) = units(i)? as i16;
+                        Ok(())
+                    }),
+                    5..=9 => present.into_iter().try_for_each(|i| {
+                        *(self.data as *mut i32).add(k + i) = units(i)? as i32;
+                        Ok(())
+                    }),
+                    10..=18 => present.into_iter().try_for_each(|i| {
+                        *(self.data as *mut i64).add(k + i) = units(i)? as i64;
+                        Ok(())
+                    }),
+                    _ => present.into_iter().try_for_each(|i| {
+                        *(self.data as *mut i128).add(k + i) = units(i)?;
+                        Ok(())
+                    }),
                 }
             }
             _ => present.into_iter().try_for_each(|i| self.put(k + i, kind, decode_slot(arena, cc.kind(), run.values.add(i * width)))),

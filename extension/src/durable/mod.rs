@@ -579,7 +579,7 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     let mut progress = Progress::new(rnode, started, bytes.len());
     let mut pruner = crate::undo::ReplayPruner::default();
     while let Some((seq, change)) = entries.next() {
-        if n % 16384 == 0 {
+        if n.is_multiple_of(16384) {
             progress.report(entries.consumed(), table.nrows(), n);
         }
         if let Change::Create { .. } = change {

@@ -176,8 +176,11 @@ pub fn log_op_into(out: &mut Vec<u8>, link: Option<(u32, usize)>, pieces: &[&[u8
     }
 }
 
+/// A page's link: the next block of its chain and where reading starts there.
+pub type Link = (u32, usize);
+
 /// A log page operation's link and bytes (None: not an operation).
-pub fn parse_log_op(op: &[u8]) -> Option<(Option<(u32, usize)>, &[u8])> {
+pub fn parse_log_op(op: &[u8]) -> Option<(Option<Link>, &[u8])> {
     match *op.first()? {
         OP_LINKED => {
             let link = link_from(op.get(1..1 + LINK_LEN)?);

@@ -298,17 +298,18 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
             }
         }
         XLOG_ANKER_IMAGE => text.push_str(&format!("image, {} bytes", chunk.len())),
-        _ => match parse_chunk(&chunk) {
-            Some((kind, body, _)) => match kind {
-                WHOLE => {
-                    let descs: Vec<String> = Entries::new(body).map(|(seq, c)| format!("#{seq} {}", c.describe())).collect();
-                    text.push_str(&descs.join("; "));
+        _ => {
+            if let Some((kind, body, _)) = parse_chunk(&chunk) {
+                match kind {
+                    WHOLE => {
+                        let descs: Vec<String> = Entries::new(body).map(|(seq, c)| format!("#{seq} {}", c.describe())).collect();
+                        text.push_str(&descs.join("; "));
+                    }
+                    FIRST | MIDDLE | LAST => text.push_str(&format!("piece of a large change, {} bytes", body.len())),
+                    _ => text.push_str("unknown chunk"),
                 }
-                FIRST | MIDDLE | LAST => text.push_str(&format!("piece of a large change, {} bytes", body.len())),
-                _ => text.push_str("unknown chunk"),
-            },
-            None => {}
-        },
+            }
+        }
     }
     let c = std::ffi::CString::new(text).unwrap_or_default();
     pg_sys::appendStringInfoString(buf, c.as_ptr());
