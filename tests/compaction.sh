@@ -106,12 +106,16 @@ CREATE TABLE inplace (id int PRIMARY KEY, v int, pad text) USING anker
 INSERT INTO inplace SELECT g, 0, repeat('p', 20) FROM generate_series(1, 20000) g;
 ANALYZE inplace;
 SQL
+imaged() { cluster_log_tail 200 | grep -q "anker: wrote an image of \"$1\""; }
+imaged_within_a_minute() { # table
+    for _ in $(seq 1 60); do
+        imaged "$1" && return 0
+        sleep 1
+    done
+    imaged "$1"
+}
 for _ in $(seq 1 12); do q "UPDATE inplace SET v = v + 1" >/dev/null; done
-for _ in $(seq 1 60); do
-    cluster_log_tail 200 | grep -q 'anker: wrote an image of "inplace"' && break
-    sleep 1
-done
-cluster_log_tail 200 | grep -q 'anker: wrote an image of "inplace"' || fail "autovacuum did not compact a table updated in place"
+imaged_within_a_minute inplace || fail "autovacuum did not compact a table updated in place"
 [ "$(q "SELECT sum(v) FROM inplace")" = 240000 ] || fail "inplace changed"
 echo "ok: autovacuum compacted a table updated only in place"
 # 5. a report autovacuum never acted on is not the last: here autovacuum is
@@ -126,13 +130,9 @@ SQL
 for _ in $(seq 1 6); do q "UPDATE renudge SET v = v + 1" >/dev/null; done
 q "SELECT pg_stat_reset_single_table_counters('renudge'::regclass)" >/dev/null
 q "ALTER TABLE renudge SET (autovacuum_enabled = true)" >/dev/null
-cluster_log_tail 200 | grep -q 'anker: wrote an image of "renudge"' && fail "renudge was compacted too early for this test"
+imaged renudge && fail "renudge was compacted too early for this test"
 for _ in $(seq 1 6); do q "UPDATE renudge SET v = v + 1" >/dev/null; done
-for _ in $(seq 1 60); do
-    cluster_log_tail 200 | grep -q 'anker: wrote an image of "renudge"' && break
-    sleep 1
-done
-cluster_log_tail 200 | grep -q 'anker: wrote an image of "renudge"' || fail "autovacuum never compacted a table whose first report was lost"
+imaged_within_a_minute renudge || fail "autovacuum never compacted a table whose first report was lost"
 [ "$(q "SELECT sum(v) FROM renudge")" = 240000 ] || fail "renudge changed"
 echo "ok: autovacuum compacted a table whose first report was lost"
 echo "compaction: all checks passed"
