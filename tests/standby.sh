@@ -141,8 +141,32 @@ mem() { qp "$1" "SELECT bytes FROM anker.table_storage() WHERE relfilenode = pg_
 mem_primary=$(mem "$CLUSTER_PORT"); mem_standby=$(mem "$SB_PORT")
 [ "$mem_standby" -le $((mem_primary + 8 * 65536)) ] ||
     fail "after 200,000 in-place updates the standby holds $mem_standby bytes for the table, the primary $mem_primary"
-q "DROP TABLE churn" >/dev/null
 echo "ok: after 200,000 in-place updates the standby's table takes $mem_standby bytes of memory, the primary's $mem_primary"
+# ... but never a version a standby query still reads: a REPEATABLE READ
+# transaction on the standby sees the same sum before and after the primary
+# updates every row twenty times
+seen=$CLUSTER_DIR/rr-reads
+: > "$seen"; chown postgres "$seen"
+cat > "$seen.sql" <<SQL
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT sum(v) FROM churn \g $seen
+SELECT pg_sleep(10);
+SELECT sum(v) FROM churn \g $seen.after
+COMMIT;
+SQL
+runuser -u postgres -- "$PG_BINDIR/psql" -X -q -h "$CLUSTER_SOCK" -p "$SB_PORT" -U postgres -d postgres \
+    -v ON_ERROR_STOP=1 -At -f "$seen.sql" >/dev/null &
+reader=$!
+for _ in $(seq 1 50); do [ -s "$seen" ] && break; sleep 0.2; done
+[ -s "$seen" ] || fail "the standby's reader did not start"
+for _ in $(seq 1 20); do q "UPDATE churn SET v = v + 1" >/dev/null; done
+catch_up
+wait "$reader" || fail "the standby's REPEATABLE READ reader failed"
+[ "$(cat "$seen")" = 200000 ] && [ "$(cat "$seen.after")" = 200000 ] ||
+    fail "a standby snapshot lost the versions it reads: $(cat "$seen") then $(cat "$seen.after")"
+[ "$(qp "$SB_PORT" "SELECT sum(v) FROM churn")" = 240000 ] || fail "the standby missed updates of churn"
+q "DROP TABLE churn" >/dev/null
+echo "ok: a standby REPEATABLE READ transaction reads its versions while redo prunes others"
 
 # a table the standby loaded and the primary then drops is freed from the
 # standby's memory by the standby's next load, not kept until promotion
