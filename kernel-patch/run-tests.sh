@@ -218,7 +218,7 @@ pack_postgres() {	# root
 		cp "$REPO"/expected/"$t"{,_[0-9]}.out "$root/pgtests/expected/" 2> /dev/null || true
 	done
 	cp "$HERE/tests/guest-postgres.sh" "$root/tests/postgres"
-	cp "$HERE/tests/guest-stress.sh" "$REPO/tests/transfer.sql" "$root/pgtests/"
+	cp "$HERE/tests/guest-stress.sh" "$REPO/tests/transfer.sql" "$REPO/tests/transfer_reader.sql" "$root/pgtests/"
 	chmod +x "$root/tests/postgres" "$root/pgtests/guest-stress.sh"
 }
 

@@ -20,27 +20,16 @@ total=$(cluster_psql -Atc "SELECT sum(balance) FROM acct")
 base=$(cluster_psql -Atc "SELECT used_bytes FROM anker.memory")
 created0=$(cluster_psql -Atc "SELECT value FROM anker.stats WHERE name = 'snapshots_created'")
 work=$(cluster_workdir)
-cp "$ROOT/tests/transfer.sql" "$work/transfer.sql"
-chown postgres "$work/transfer.sql"
+cp "$ROOT/tests/transfer.sql" "$ROOT/tests/transfer_reader.sql" "$work/"
+chown postgres "$work/transfer.sql" "$work/transfer_reader.sql"
 for engine in postgres duckdb; do
   cluster_psql -Atc "SET anker.olap_engine = $engine" -c "EXPLAIN SELECT sum(balance) FROM acct" | grep -q "$([ $engine = duckdb ] && echo AnkerDuckDB || echo AnkerAgg)"
   for method in cow memcpy none; do
     cluster_pgbench -n -c 2 -j 2 -T "$SECONDS_PER_METHOD" -f "$work/transfer.sql" postgres >"$work/pgbench.$method" 2>&1 &
     writer=$!
     sleep 0.5
-    out=$(cluster_psql -At -c "SET anker.snapshot_method = $method" -c "SET anker.olap_engine = $engine" -c "SET anker.olap_threads = 2" -c "
-      DO \$\$
-      DECLARE s bigint; n int := 0; t0 timestamptz := clock_timestamp();
-      BEGIN
-        WHILE clock_timestamp() < t0 + interval '$((SECONDS_PER_METHOD - 1)) seconds' LOOP
-          SELECT sum(balance) INTO s FROM acct;
-          IF s <> $total THEN
-            RAISE EXCEPTION 'inconsistent sum % (expected $total) after % reads', s, n;
-          END IF;
-          n := n + 1;
-        END LOOP;
-        RAISE NOTICE 'reads %', n;
-      END \$\$" 2>&1) || { echo "$out"; exit 1; }
+    out=$(cluster_psql -At -v method="$method" -v engine="$engine" -v total="$total" \
+        -v seconds=$((SECONDS_PER_METHOD - 1)) -f "$work/transfer_reader.sql" 2>&1) || { echo "$out"; exit 1; }
     wait "$writer"
     tps=$(grep -o 'tps = [0-9.]*' "$work/pgbench.$method" | head -n 1)
     echo "$engine, $method: $(echo "$out" | grep -o 'reads [0-9]*') consistent sums; writers: $tps"

@@ -57,28 +57,12 @@ for engine in $engines; do
 		n=$((n + 1))
 		node=AnkerAgg
 		[ "$engine" = duckdb ] && node=AnkerDuckDB
-		cat > "$work/reader.sql" <<SQL
-SET anker.snapshot_method = $method;
-SET anker.olap_engine = $engine;
-SET anker.olap_threads = 2;
-DO \$\$
-DECLARE s bigint; n int := 0; t0 timestamptz := clock_timestamp();
-BEGIN
-  WHILE clock_timestamp() < t0 + interval '$((secs - 2)) seconds' LOOP
-    SELECT sum(balance) INTO s FROM acct;
-    IF s <> $total THEN
-      RAISE EXCEPTION 'inconsistent sum % (expected $total) after % reads', s, n;
-    END IF;
-    n := n + 1;
-  END LOOP;
-  RAISE NOTICE 'reads %', n;
-END \$\$;
-SQL
 		plan=$(psql -X -At -c "SET anker.olap_engine = $engine" -c "EXPLAIN SELECT sum(balance) FROM acct" 2>&1)
 		pgbench -n -c 2 -j 2 -T "$secs" -f /pgtests/transfer.sql > "$work/pgbench.log" 2>&1 &
 		writer=$!
 		sleep 1
-		out=$(psql -X -At -v ON_ERROR_STOP=1 -f "$work/reader.sql" 2>&1)
+		out=$(psql -X -At -v ON_ERROR_STOP=1 -v method="$method" -v engine="$engine" \
+			-v total="$total" -v seconds=$((secs - 2)) -f /pgtests/transfer_reader.sql 2>&1)
 		rc=$?
 		wait "$writer"
 		wrc=$?
