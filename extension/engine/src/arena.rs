@@ -797,15 +797,10 @@ impl Arena {
     }
 
     /// Start a new epoch and return the one during which the caller retired
-    /// something; memory retired in epoch `e` may be freed once
-    /// [`epoch_safe`](Self::epoch_safe)`(e)` holds.
+    /// something; memory retired in epoch `e` may be freed once `e` is below
+    /// [`oldest_reader_epoch`](Self::oldest_reader_epoch).
     pub fn epoch_retire(&self) -> u64 {
         self.header().epoch.fetch_add(1, Ordering::SeqCst)
-    }
-
-    /// True when no reader that entered at or before epoch `e` is still inside.
-    pub fn epoch_safe(&self, e: u64) -> bool {
-        e < self.oldest_reader_epoch()
     }
 
     /// The epoch the longest-inside reader entered at (u64::MAX when none
