@@ -8,16 +8,17 @@
 # under /var/tmp), which runs the same texts on one thread.
 #
 #   bench/ch.sh [--warehouses W] [--runs R] [--timeout SEC] [--threads N] [--no-duckdb]
-#               [--olap-engine postgres|duckdb] [--out DIR]
+#               [--olap-engine postgres|duckdb] [--olap-min-cost C] [--out DIR]
 #
 # --olap-engine sets anker.olap_engine in the anker database (default postgres); the "ran in"
-# column says which engine EXPLAIN shows for each query (and anker.olap_threads = --threads).
+# column says which engine EXPLAIN shows for each query (and anker.olap_threads = --threads);
+# --olap-min-cost sets anker.olap_min_cost (0: DuckDB takes even the cheapest queries).
 # Prints a table (also DIR/summary.md): latency per engine, heap/anker, anker/DuckDB, rows,
 # whether anker's rows equal heap's; geometric means over the queries all three finished.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
-W=1; RUNS=3; TIMEOUT=300; THREADS=1; DUCK=1; OUT=; ENGINE=postgres
+W=1; RUNS=3; TIMEOUT=300; THREADS=1; DUCK=1; OUT=; ENGINE=postgres; MIN_COST=
 while [ $# -gt 0 ]; do
     case $1 in
         --warehouses) W=$2; shift 2 ;;
@@ -26,8 +27,9 @@ while [ $# -gt 0 ]; do
         --threads) THREADS=$2; shift 2 ;;
         --no-duckdb) DUCK=0; shift ;;
         --olap-engine) ENGINE=$2; shift 2 ;;
+        --olap-min-cost) MIN_COST=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
-        *) sed -n '2,17p' "$0" >&2; exit 2 ;;
+        *) sed -n '2,18p' "$0" >&2; exit 2 ;;
     esac
 done
 QDIR=$BENCH/olap/ch
@@ -53,6 +55,7 @@ for am in heap anker; do
     echo "ch_$am: W=$W loaded USING $am"
 done
 cluster_psql -q -c "ALTER DATABASE ch_anker SET anker.olap_engine = '$ENGINE'" -c "ALTER DATABASE ch_anker SET anker.olap_threads = $THREADS"
+[ -z "$MIN_COST" ] || cluster_psql -q -c "ALTER DATABASE ch_anker SET anker.olap_min_cost = $MIN_COST"
 WORK=$(cluster_workdir)
 
 # median milliseconds of RUNS runs of query file $2 in database $1, or timeout/error

@@ -27,8 +27,9 @@ INSERT INTO dim_h SELECT * FROM dim_a;
 ANALYZE olap_a, olap_h, dim_a, dim_h;
 
 -- Every query DuckDB can answer goes to it here, however cheap PostgreSQL's plan
--- (anker.olap_min_scan_fraction is tested at the end).
+-- (anker.olap_min_scan_fraction and anker.olap_min_cost are tested at the end).
 SET anker.olap_min_scan_fraction = 0;
+SET anker.olap_min_cost = 0;
 
 -- q: a query over olap@ and dim@ (@ becomes _a or _h). ordered: compare the rows in order.
 CREATE FUNCTION olap_check(q text, ordered bool DEFAULT false) RETURNS text LANGUAGE plpgsql AS $$
@@ -192,7 +193,8 @@ SELECT olap_check('SELECT g, count(*), sum(n) FROM olap@ GROUP BY g');
 RESET anker.snapshot_method;
 
 -- Prepared statements: DuckDB takes custom plans, with the parameters' values as constants;
--- a generic plan stays in PostgreSQL.
+-- a generic plan stays in PostgreSQL, and costs so much that the plan cache keeps making
+-- custom plans after its first five.
 SET anker.olap_engine = duckdb;
 SET plan_cache_mode = force_custom_plan;
 PREPARE p1(int, numeric, text) AS SELECT count(*), sum(n), avg(i8) FROM olap_a WHERE g = $1 AND n > $2 AND t LIKE $3;
@@ -207,6 +209,17 @@ SET plan_cache_mode = force_generic_plan;
 EXPLAIN (COSTS OFF) EXECUTE p1(3, 10.5, 'x1%');
 RESET plan_cache_mode;
 DEALLOCATE p1;
+PREPARE p2(int) AS SELECT count(*), sum(n) FROM olap_a WHERE g = $1;
+EXECUTE p2(1);
+EXECUTE p2(2);
+EXECUTE p2(3);
+EXECUTE p2(4);
+EXECUTE p2(5);
+EXECUTE p2(1);
+SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'p2';
+SET anker.olap_engine = postgres;
+SELECT g, count(*), sum(n) FROM olap_h WHERE g IN (1, 2, 3, 4, 5) GROUP BY g ORDER BY g;
+DEALLOCATE p2;
 RESET anker.olap_engine;
 -- EXPLAIN shows DuckDB's query.
 SET anker.olap_engine = duckdb;
@@ -240,4 +253,17 @@ RESET anker.olap_min_scan_fraction;
 CREATE INDEX olap_a_id ON olap_a (id);
 EXPLAIN (COSTS OFF) SELECT n FROM olap_a WHERE id = 5;
 EXPLAIN (COSTS OFF) SELECT sum(n) FROM olap_a;
+-- A plan cheaper than DuckDB's start-up stays in PostgreSQL, prepared or not.
+RESET anker.olap_min_cost;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM dim_a WHERE grp = 1;
+PREPARE p3(int) AS SELECT count(*) FROM dim_a WHERE grp = $1;
+EXECUTE p3(1);
+EXECUTE p3(2);
+EXECUTE p3(1);
+EXECUTE p3(2);
+EXECUTE p3(1);
+EXECUTE p3(2);
+EXECUTE p3(1);
+SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'p3';
+DEALLOCATE p3;
 RESET anker.olap_engine;

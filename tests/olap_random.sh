@@ -48,13 +48,13 @@ SQL
 python3 "$ROOT/tests/olap_random.py" "$SEED" "$COUNT" > "$work/queries"
 # One session per engine; each query's output between markers; errors as SQLSTATEs.
 run() { # suffix engine
-    { echo "SET anker.olap_engine = $2;"; echo '\set VERBOSITY sqlstate'
+    { echo "SET anker.olap_engine = $2;"; echo "SET anker.olap_min_cost = 0;"; echo '\set VERBOSITY sqlstate'
       n=0; while IFS= read -r q; do n=$((n + 1)); echo "\\echo ==Q$n=="; echo "${q//@/$1};"; done < "$work/queries"; } \
         | cluster_psql -X -At -P null='(null)' -v ON_ERROR_STOP=0 2>&1
 }
 run _a duckdb > "$work/anker.out"
 run _h postgres > "$work/heap.out"
-{ echo "SET anker.olap_engine = duckdb;"; while IFS= read -r q; do echo "\\echo ==Q=="; echo "EXPLAIN (COSTS OFF) ${q//@/_a};"; done < "$work/queries"; } \
+{ echo "SET anker.olap_engine = duckdb;"; echo "SET anker.olap_min_cost = 0;"; while IFS= read -r q; do echo "\\echo ==Q=="; echo "EXPLAIN (COSTS OFF) ${q//@/_a};"; done < "$work/queries"; } \
     | cluster_psql -X -At 2>&1 > "$work/explain.out"
 taken=$(grep -c 'AnkerDuckDB' "$work/explain.out" || true)
 python3 - "$work/anker.out" "$work/heap.out" "$work/queries" <<'PY'

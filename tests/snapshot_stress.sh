@@ -23,7 +23,7 @@ work=$(cluster_workdir)
 cp "$ROOT/tests/transfer.sql" "$ROOT/tests/transfer_reader.sql" "$work/"
 chown postgres "$work/transfer.sql" "$work/transfer_reader.sql"
 for engine in postgres duckdb; do
-  cluster_psql -Atc "SET anker.olap_engine = $engine" -c "EXPLAIN SELECT sum(balance) FROM acct" | grep -q "$([ $engine = duckdb ] && echo AnkerDuckDB || echo AnkerAgg)"
+  cluster_psql -Atc "SET anker.olap_engine = $engine" -c "SET anker.olap_min_cost = 0" -c "EXPLAIN SELECT sum(balance) FROM acct" | grep -q "$([ $engine = duckdb ] && echo AnkerDuckDB || echo AnkerAgg)"
   for method in cow memcpy none; do
     cluster_pgbench -n -c 2 -j 2 -T "$SECONDS_PER_METHOD" -f "$work/transfer.sql" postgres >"$work/pgbench.$method" 2>&1 &
     writer=$!

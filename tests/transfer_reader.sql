@@ -5,6 +5,7 @@
 -- (transfer.sql never changes it). Prints the NOTICE `reads N`.
 SET anker.snapshot_method = :'method';
 SET anker.olap_engine = :'engine';
+SET anker.olap_min_cost = 0;
 SET anker.olap_threads = 2;
 SET transfer.total = :'total';
 SET transfer.seconds = :'seconds';

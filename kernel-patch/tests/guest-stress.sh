@@ -57,7 +57,7 @@ for engine in $engines; do
 		n=$((n + 1))
 		node=AnkerAgg
 		[ "$engine" = duckdb ] && node=AnkerDuckDB
-		plan=$(psql -X -At -c "SET anker.olap_engine = $engine" -c "EXPLAIN SELECT sum(balance) FROM acct" 2>&1)
+		plan=$(psql -X -At -c "SET anker.olap_engine = $engine" -c "SET anker.olap_min_cost = 0" -c "EXPLAIN SELECT sum(balance) FROM acct" 2>&1)
 		pgbench -n -c 2 -j 2 -T "$secs" -f /pgtests/transfer.sql > "$work/pgbench.log" 2>&1 &
 		writer=$!
 		sleep 1

@@ -110,15 +110,25 @@ unsafe extern "C-unwind" fn plan(
     // tree is replaced.
     let stmt = standard(pg_sys::copyObjectImpl(parse as *const std::ffi::c_void) as *mut pg_sys::Query);
     let pg_plan = (*stmt).planTree;
-    let scans = full_scan_cost(&check);
-    let uses_index = plan_uses_index(pg_plan) || list_cells((*stmt).subplans).iter().any(|c| plan_uses_index(c.ptr_value as *mut pg_sys::Plan));
-    if uses_index && (*pg_plan).total_cost < super::min_scan_fraction() * scans {
+    if (*pg_plan).total_cost < super::min_cost() {
         *(&raw mut LAST_REFUSAL) = Some(format!(
-            "PostgreSQL's plan uses indexes and (cost {:.0}) is cheaper than {} of reading its tables in full (cost {:.0}), as DuckDB would (anker.olap_min_scan_fraction)",
+            "PostgreSQL's plan costs {:.0}, less than DuckDB's start-up is worth (anker.olap_min_cost = {})",
             (*pg_plan).total_cost,
-            super::min_scan_fraction(),
-            scans
+            super::min_cost()
         ));
+        return stmt;
+    }
+    if let Some(r) = cheaper_by_index(&check, stmt) {
+        *(&raw mut LAST_REFUSAL) = Some(r);
+        return stmt;
+    }
+    if check.generic {
+        // DuckDB gets parameters as constants, so it takes only the custom plans of a
+        // prepared statement. PostgreSQL's plan cache switches to the generic plan after
+        // five custom ones when that costs no more than they did on average
+        // (choose_custom_plan): this cost keeps it with the custom plans.
+        (*pg_plan).total_cost += GENERIC_PLAN_PENALTY;
+        *(&raw mut LAST_REFUSAL) = Some("a generic plan of a prepared statement (DuckDB takes its custom plans, where parameters are values)".into());
         return stmt;
     }
     match prepare(parse, &check, split.expect("checked"), stmt) {
@@ -267,6 +277,26 @@ unsafe fn plan_uses_index(plan: *mut pg_sys::Plan) -> bool {
             list_cells(l).iter().any(|c| plan_uses_index(c.ptr_value as *mut pg_sys::Plan))
         }
         || (*plan).type_ == T_Append && list_cells((*(plan as *mut pg_sys::Append)).appendplans).iter().any(|c| plan_uses_index(c.ptr_value as *mut pg_sys::Plan))
+}
+
+/// Added to the cost of a generic plan DuckDB would have taken with the parameters' values:
+/// PostgreSQL's `disable_cost`, which no real plan approaches.
+const GENERIC_PLAN_PENALTY: f64 = 1.0e10;
+
+/// Why PostgreSQL's plan `stmt` should stay: it uses indexes and costs less than
+/// `anker.olap_min_scan_fraction` of reading the tables in full, as DuckDB would.
+unsafe fn cheaper_by_index(check: &Check, stmt: *mut pg_sys::PlannedStmt) -> Option<String> {
+    let pg_plan = (*stmt).planTree;
+    let scans = full_scan_cost(check);
+    let uses_index = plan_uses_index(pg_plan) || list_cells((*stmt).subplans).iter().any(|c| plan_uses_index(c.ptr_value as *mut pg_sys::Plan));
+    (uses_index && (*pg_plan).total_cost < super::min_scan_fraction() * scans).then(|| {
+        format!(
+            "PostgreSQL's plan uses indexes and (cost {:.0}) is cheaper than {} of reading its tables in full (cost {:.0}), as DuckDB would (anker.olap_min_scan_fraction)",
+            (*pg_plan).total_cost,
+            super::min_scan_fraction(),
+            scans
+        )
+    })
 }
 
 /// What reading every table of the query in full costs in PostgreSQL's units (its
@@ -856,6 +886,8 @@ struct Check {
     top_outputs: bool,
     /// The values of a custom plan's parameters, which DuckDB gets as constants.
     params: pg_sys::ParamListInfo,
+    /// The query has parameters without values: this is a generic plan.
+    generic: bool,
     /// Inside the arguments of comparisons (numeric scales cannot show).
     scale_free: u32,
     /// Sub-queries in FROM.
@@ -879,6 +911,7 @@ impl Default for Check {
             finite: Default::default(),
             top_outputs: false,
             params: std::ptr::null_mut(),
+            generic: false,
             scale_free: 0,
             from_subqueries: Default::default(),
             avg_outputs: Default::default(),
@@ -1268,13 +1301,19 @@ impl Check {
             // The outputs of an IN (…) sub-query, in its test expression.
             T_Param if (*(node as *mut pg_sys::Param)).paramkind == pg_sys::ParamKind::PARAM_SUBLINK => return false,
             // A custom plan's parameter: its value, as a constant.
+            // A generic plan's parameter: judged by its type (its values by the custom plans).
             T_Param => {
+                let p = &*(node as *mut pg_sys::Param);
                 return match bound_value(self.params, node as *mut pg_sys::Param) {
                     Some(c) => match const_problem(&*c) {
                         Some(why) => self.refuse(why),
                         None => false,
                     },
-                    None => self.refuse("parameters of a generic plan (DuckDB takes the custom plans of prepared statements)"),
+                    None if p.paramkind == pg_sys::ParamKind::PARAM_EXTERN && expr_type_ok(p.paramtype) => {
+                        self.generic = true;
+                        false
+                    }
+                    None => self.refuse(format!("a parameter of type {}", type_name(p.paramtype))),
                 };
             }
             T_OpExpr => {

@@ -31,11 +31,18 @@ static mut ENGINE: i32 = Engine::Postgres as i32;
 static mut THREADS: i32 = 1;
 static mut MEMORY_LIMIT_MB: i32 = 1024;
 static mut MIN_SCAN_FRACTION: f64 = 0.5;
+static mut MIN_COST: f64 = 1000.0;
 
 /// `anker.olap_min_scan_fraction`.
 fn min_scan_fraction() -> f64 {
     // SAFETY: plain read of our GUC variable.
     unsafe { MIN_SCAN_FRACTION }
+}
+
+/// `anker.olap_min_cost`.
+fn min_cost() -> f64 {
+    // SAFETY: plain read of our GUC variable.
+    unsafe { MIN_COST }
 }
 
 static mut ENGINES: [pg_sys::config_enum_entry; 3] = [
@@ -109,6 +116,23 @@ pub fn install() {
             0.5,
             0.0,
             1e6,
+            pg_sys::GucContext::PGC_USERSET,
+            0,
+            None,
+            None,
+            None,
+        );
+    }
+    // SAFETY: as above.
+    unsafe {
+        pg_sys::DefineCustomRealVariable(
+            c"anker.olap_min_cost".as_ptr(),
+            c"A query whose PostgreSQL plan costs less than this stays in PostgreSQL.".as_ptr(),
+            c"Each DuckDB query starts with a fixed cost (about half a millisecond on 2 cores), more than a cheap plan takes in all: TPC-C's lookups in small tables, prepared or in PL/pgSQL. 0 hands over every query DuckDB can answer exactly.".as_ptr(),
+            &raw mut MIN_COST,
+            1000.0,
+            0.0,
+            1e12,
             pg_sys::GucContext::PGC_USERSET,
             0,
             None,
