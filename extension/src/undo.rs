@@ -74,8 +74,6 @@ pub fn collect_garbage(budget: usize) {
     // shared-relation horizon is the most conservative one: it holds for
     // rows of any table.
     let vistest = unsafe { pg_sys::GlobalVisTestFor(std::ptr::null_mut()) };
-    // SAFETY: plain horizon and clog lookups.
-    let removable = |xid: u32| unsafe { pg_sys::GlobalVisTestIsRemovableXid(vistest, xid.into()) && updater_committed(xid) };
     for _ in 0..budget {
         let Some(e) = q.front().copied() else { break };
         // SAFETY: as above.
@@ -84,11 +82,8 @@ pub fn collect_garbage(budget: usize) {
         }
         q.pop_front();
         if let Some(t) = dir.lookup(arena, &e.key) {
-            {
-                let _epoch = shmem::enter_epoch();
-                t.prune_chain(arena, e.row, &removable);
-            }
-            reclaim_if_due(t);
+            // SAFETY: as above.
+            unsafe { prune_row_for(t, e.row, vistest) };
         }
     }
 }
@@ -140,6 +135,22 @@ impl ReplayPruner {
         }
         reclaim_if_due(table);
     }
+}
+
+/// Prune the chain of `row` down to what the snapshots `vistest` covers may
+/// still need, then free what waits. An updater that committed and is older
+/// than every such snapshot is seen by all of them: the records behind it are
+/// garbage.
+///
+/// # Safety
+/// Inside a transaction; `vistest` is from `GlobalVisTestFor`.
+pub unsafe fn prune_row_for(table: &Table, row: u64, vistest: *mut pg_sys::GlobalVisState) {
+    {
+        let _epoch = shmem::enter_epoch();
+        let removable = |xid: u32| pg_sys::GlobalVisTestIsRemovableXid(vistest, xid.into()) && updater_committed(xid);
+        table.prune_chain(shmem::arena(), row, &removable);
+    }
+    reclaim_if_due(table);
 }
 
 /// Free what `table` retired, once enough waits (`Table::reclaim_due`).

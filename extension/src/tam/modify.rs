@@ -825,15 +825,7 @@ impl Drop for Encoders {
 
 /// Prune the chain of `row` down to what running snapshots may need.
 unsafe fn prune(rel: pg_sys::Relation, table: &Table, row: u64) {
-    let vistest = pg_sys::GlobalVisTestFor(rel);
-    {
-        let _epoch = shmem::enter_epoch();
-        // An updater older than every snapshot that committed: everybody sees
-        // its version, so the records behind it are garbage.
-        let removable = |xid: u32| pg_sys::GlobalVisTestIsRemovableXid(vistest, xid.into()) && crate::undo::updater_committed(xid);
-        table.prune_chain(shmem::arena(), row, &removable);
-    }
-    crate::undo::reclaim_if_due(table);
+    crate::undo::prune_row_for(table, row, pg_sys::GlobalVisTestFor(rel));
 }
 
 #[pg_guard]
