@@ -788,7 +788,12 @@ impl Arena {
     /// concurrent writer could retire. Pair with [`epoch_exit`](Self::epoch_exit).
     pub fn epoch_enter(&self, slot: u32) {
         let e = self.header().epoch.load(Ordering::SeqCst);
-        self.reader_slot(slot).store(e, Ordering::SeqCst);
+        // The slot must be visible before the caller reads any pointer
+        // (a store-load order). On x86-64 the swap is a locked instruction,
+        // a full barrier already; elsewhere a fence follows. Readers enter
+        // once per row of a live scan, so the second barrier showed.
+        self.reader_slot(slot).swap(e, Ordering::SeqCst);
+        #[cfg(not(target_arch = "x86_64"))]
         std::sync::atomic::fence(Ordering::SeqCst);
     }
 

@@ -2190,6 +2190,41 @@ mod tests {
         assert_ne!(h.flags & flag::UPDATED, 0);
     }
 
+    /// A cursor caches page pointers between rows without holding a
+    /// reclamation epoch. Copy-on-write can replace a cached page and, once
+    /// the snapshot sharing it ends, free it to a new owner: what the cursor
+    /// then reads there is not the row. Readers therefore enter the epoch
+    /// and check `cursor_pages_ok` before each row of the live table (the
+    /// extension's `Reader::guard_live`); this is what that check must catch.
+    #[test]
+    fn a_cursor_finds_out_that_a_cached_page_was_freed() {
+        let a = setup();
+        let dir = Directory::get(&a).unwrap();
+        let t = dir.get_or_create(&a, &[9, 9, 9, 1], &|| vec![ColumnSpec::fixed(8)]).unwrap();
+        for i in 0..10u64 {
+            insert_one(&a, t, &[Value::Fixed(&i.to_ne_bytes())], 90);
+        }
+        let mut cur = Cursor::NEW;
+        t.cursor_reset(&mut cur, &mut []);
+        assert_eq!(t.cursor_header(&a, &mut cur, 0).unwrap().xmin, 90);
+        let cached = t.stamps.page_for_row(&a, 0).unwrap();
+        // A snapshot shares the page, a writer copies it, the snapshot ends.
+        let snap = t.create_snapshot(&a, &[0], crate::snapshot::Method::Cow, 0).unwrap();
+        let h = t.header(&a, 5).unwrap();
+        assert!(t.modify_row(&a, 5, &h, &RowChange { xmax: Some((91, 0)), ..Default::default() }).unwrap());
+        assert_ne!(t.stamps.page_for_row(&a, 0).unwrap(), cached, "the write copied the page");
+        t.release_snapshot(&a, snap); // frees the old page: no reader is inside
+        // ...and the next allocation takes it, zeroed.
+        let pages: Vec<Off> = (0..8).map(|_| a.alloc_pages(&t.heap.owner, 1).unwrap()).collect();
+        assert!(pages.iter().any(|&p| a.ptr::<u8>(p) == cached), "the freed page was reused");
+        assert!(t.cursor_header(&a, &mut cur, 5).is_none(), "read through the stale pointer, the row is gone");
+        // The check readers make first: the cursor starts over.
+        assert!(!t.cursor_pages_ok(&mut cur, &mut []));
+        let now = t.cursor_header(&a, &mut cur, 5).unwrap();
+        assert_eq!((now.xmin, now.xmax), (90, 91));
+        assert!(t.cursor_pages_ok(&mut cur, &mut []));
+    }
+
     #[test]
     fn retired_memory_is_freed_in_order_once_readers_and_snapshots_let_go() {
         let a = setup();

@@ -188,10 +188,12 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
         if n.is_multiple_of(8192) {
             pg_sys::check_for_interrupts!();
         }
+        // (entered before the header is read: the undo records it leads
+        // to stay allocated)
+        let _epoch = vis.is_some().then(crate::shmem::enter_epoch);
         let Some(h) = table.header(arena, row) else { continue };
         let (include, alive) = match &vis {
             Some(v) => {
-                let _epoch = (h.chain != 0).then(crate::shmem::enter_epoch);
                 let ok = v.version(table, &h, &mut 0).any();
                 (ok, ok)
             }

@@ -182,7 +182,12 @@ pub(super) fn undo_logged(rel: pg_sys::Relation, table: &Table, row: u64, xid: u
 /// [`Table::undo_update`] described in `log` (the body of a durable write:
 /// also the eager undo of an aborting transaction, `undo.rs`).
 pub(crate) fn undo_update_into(table: &Table, row: u64, xid: u32, log: &mut durable::Log) -> bool {
-    let done = table.undo_update(shmem::arena(), row, xid);
+    // (it reads the record before latching the row: another undo of the
+    // same update may retire it meanwhile)
+    let done = {
+        let _epoch = shmem::enter_epoch();
+        table.undo_update(shmem::arena(), row, xid)
+    };
     if done {
         log.push(&Change::Undo { row, xid });
     }
@@ -1228,7 +1233,11 @@ pub unsafe extern "C-unwind" fn tuple_lock(
     // Hand back the locked (newest) row, whatever the snapshot says.
     let mut newest = Visibility::new(&raw mut pg_sys::SnapshotAnyData);
     newest.any_newest = true;
-    super::scan::fetch_into(rel, table, row, &newest, slot);
+    if !super::scan::fetch_into(rel, table, row, &newest, slot) {
+        // An empty slot would read as "no longer matches" to EvalPlanQual,
+        // and the UPDATE would skip a row it holds locked.
+        ereport!(ERROR, PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("anker: could not read row {row} just locked"));
+    }
     (*tmfd).traversed = traversed;
     TM_Ok
 }

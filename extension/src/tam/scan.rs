@@ -220,13 +220,8 @@ impl Reader {
         let arena = shmem::arena();
         loop {
             self.last = None;
+            let _epoch = self.guard_live(table);
             let Some(h) = table.cursor_header(arena, &mut self.cur, row) else { return false };
-            // Undo records may be retired while we walk them. Not those a
-            // column snapshot's frozen headers lead to: records retired
-            // after a snapshot was taken are kept until it is released
-            // (`Table::reclaim_retired`), so snapshot scans skip the
-            // per-row epoch (most rows of an updated table keep a chain).
-            let _epoch = (h.chain != 0 && !self.cur.is_frozen()).then(shmem::enter_epoch);
             let seen = self.judge(rel, table, row, &h, vis);
             if !self.materialize(rel, table, row, &h, seen, slot) {
                 return false;
@@ -237,6 +232,27 @@ impl Reader {
             }
             // A writer changed the row while we copied it: read it again.
         }
+    }
+
+    /// Enter the reclamation epoch to read one row of the live columns, and
+    /// make the cursor forget the pages it cached if any page was replaced
+    /// since. Inside the epoch nothing the read reaches (pages, undo
+    /// records, blobs) is freed. Before it, a page the cursor cached may have
+    /// been: copy-on-write replaced it, the snapshot sharing it ended, and
+    /// the memory went to a new owner (a row read there looks absent, or
+    /// worse). A reader bound to a snapshot needs neither: its pages and
+    /// the undo records its frozen headers lead to are kept until the
+    /// snapshot is released (`Table::reclaim_retired`).
+    #[inline]
+    pub fn guard_live(&mut self, table: &Table) -> Option<shmem::EpochGuard> {
+        if self.cur.is_frozen() {
+            return None;
+        }
+        let guard = shmem::enter_epoch();
+        // SAFETY: cols has natts entries.
+        let cols = unsafe { std::slice::from_raw_parts_mut(self.cols, self.natts) };
+        table.cursor_pages_ok(&mut self.cur, cols);
+        Some(guard)
     }
 
     /// Which version of the row with header `h` does `vis` see? Records
@@ -318,6 +334,7 @@ impl Reader {
         slot: *mut pg_sys::TupleTableSlot,
     ) -> bool {
         let arena = shmem::arena();
+        let _epoch = self.guard_live(table);
         let h = RowHeader { xmin: table.cursor_xmin(arena, &mut self.cur, row), flags: flag::XMIN_COMMITTED, ..Default::default() };
         self.fill(rel, table, row, slot, Some(&h));
         if self.cur.is_frozen() {
@@ -1179,8 +1196,9 @@ pub unsafe extern "C-unwind" fn tuple_satisfies_snapshot(
 ) -> bool {
     let table = table_of(rel);
     let Some(row) = tid_to_row(&(*slot).tts_tid) else { return false };
+    // (entered first: the undo records the header leads to stay allocated)
+    let _epoch = shmem::enter_epoch();
     let Some(h) = table.header(shmem::arena(), row) else { return false };
-    let _epoch = (h.chain != 0).then(shmem::enter_epoch);
     Visibility::new(snapshot).version(table, &h, &mut 0).any()
 }
 
@@ -1321,6 +1339,7 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
     while d.block_pos < d.block_n {
         let row = d.block_row(d.block_pos);
         d.block_pos += 1;
+        let _epoch = d.reader.guard_live(table);
         let Some(h) = table.header(arena, row) else { continue };
         match analyze_class(&h) {
             RowClass::Live => {
