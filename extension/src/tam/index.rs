@@ -87,6 +87,9 @@ pub unsafe extern "C-unwind" fn index_delete_tuples(
     let deltids = std::slice::from_raw_parts((*delstate).deltids, n);
     let status = std::slice::from_raw_parts_mut((*delstate).status, n);
     let mut horizon = pg_sys::InvalidTransactionId;
+    // (headers read inside the epoch: a page freed under the read could make
+    // a live row look dead, and its index entry would go)
+    let _epoch = crate::shmem::enter_epoch();
     for d in deltids {
         let s = &mut status[d.id as usize];
         let row = tid_to_row(&d.tid).filter(|&r| r < table.nrows());

@@ -122,7 +122,14 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         if row % 4096 == 0 {
             pg_sys::vacuum_delay_point();
         }
-        let Some(mut h) = table.header(arena, row) else { continue };
+        // (read inside the epoch: a page freed under the read could make a
+        // live row look dead, and it would be vacated)
+        let Some(mut h) = ({
+            let _epoch = shmem::enter_epoch();
+            table.header(arena, row)
+        }) else {
+            continue;
+        };
         if h.chain != 0 {
             // Put back what aborted in-place updates left, then drop the
             // versions no snapshot can need any more.
