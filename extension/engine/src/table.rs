@@ -779,7 +779,9 @@ impl Table {
     }
 
     /// Set hint bits learnt from the header `h`, unless the row changed
-    /// since (a hint about an old `xmax` must not land on a new one).
+    /// since (a hint about an old `xmax` must not land on a new one). The
+    /// caller is inside a reclamation epoch: the live stamp page found here
+    /// may otherwise be replaced and freed before the bits land.
     pub fn set_hint(&self, arena: &Arena, row: u64, h: &RowHeader, bits: u32) {
         let Some(s) = self.stamp(arena, row) else { return };
         let bits = bits & flag::HINTS;

@@ -266,6 +266,10 @@ impl Reader {
         let mut hints = 0;
         let seen = vis.version(table, h, &mut hints);
         if hints != 0 {
+            // (inside the epoch, also for a frozen reader: the hint goes to
+            // the live page, which must not be freed between finding and
+            // writing it)
+            let _epoch = shmem::enter_epoch();
             table.set_hint(shmem::arena(), row, h, hints);
             if let Some(l) = self.last.as_mut() {
                 l.flags |= hints;
@@ -1173,6 +1177,7 @@ pub unsafe extern "C-unwind" fn tuple_get_latest_tid(scan: pg_sys::TableScanDesc
     let table = &*d.table;
     let arena = shmem::arena();
     let Some(mut row) = tid_to_row(tid) else { return };
+    let _epoch = shmem::enter_epoch();
     // Follow new-row-id updates whose updater committed or is us.
     for _ in 0..1_000_000 {
         let Some(h) = table.header(arena, row) else { break };

@@ -165,6 +165,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         if hints != 0 {
             // As heap's VACUUM: after a bulk load, this spares the first
             // reader of every row its clog lookups.
+            let _epoch = shmem::enter_epoch();
             table.set_hint(arena, row, &h, hints);
             h.flags |= hints;
         }
