@@ -248,6 +248,21 @@ EXCEPTION WHEN out_of_memory THEN RAISE NOTICE 'out of memory: %', SQLSTATE; END
 RESET anker.olap_memory_limit;
 -- Afterwards, DuckDB answers again.
 SELECT count(*) FROM olap_a;
+-- An error PostgreSQL raises while DuckDB's query runs (here casting its result)
+-- aborts cleanly, in a savepoint too, and leaves nothing open: the table can be
+-- dropped. (Closing the relations again during the abort failed it: "relcache
+-- reference ... is not owned by resource owner".)
+CREATE TABLE olap_err (q1 int8) USING anker;
+INSERT INTO olap_err VALUES (123), (4567890123456789);
+EXPLAIN (COSTS OFF) SELECT CAST(q1 AS int4) FROM olap_err;
+SELECT CAST(q1 AS int4) FROM olap_err;
+BEGIN;
+SAVEPOINT s;
+SELECT CAST(q1 AS int4) FROM olap_err;
+ROLLBACK TO s;
+SELECT count(*) FROM olap_err;
+COMMIT;
+DROP TABLE olap_err;
 -- DuckDB reads tables in full: a query PostgreSQL answers through an index stays there.
 RESET anker.olap_min_scan_fraction;
 CREATE INDEX olap_a_id ON olap_a (id);

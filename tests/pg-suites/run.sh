@@ -8,6 +8,9 @@
 #                          [--accept]   (keep anker's output of every test that fails
 #                                        only on anker as its alternative expected file:
 #                                        for reviewed differences only, see differences.md)
+#                          [--anker-conf LINE]   (an extra postgresql.conf line for the
+#                                        anker cluster, repeatable: experiments such as
+#                                        "anker.olap_engine = 'duckdb'")
 #
 # The suites come from Debian's source package of the installed postgresql-15
 # (fetched with `apt-get source`, cached under /var/tmp/anker-pgsrc). Each
@@ -38,6 +41,7 @@ AMS=heap,anker
 KEEP=0
 ONLY=
 ACCEPT=0
+ANKER_CONF=()
 while [ $# -gt 0 ]; do
     case $1 in
         --suites) SUITES=$2; shift 2 ;;
@@ -45,7 +49,8 @@ while [ $# -gt 0 ]; do
         --keep) KEEP=1; shift ;;
         --tests) ONLY=$2; shift 2 ;;
         --accept) ACCEPT=1; shift ;;
-        *) echo "usage: $0 [--suites regress,isolation] [--ams heap,anker] [--keep] [--tests \"name ...\"] [--accept]" >&2; exit 2 ;;
+        --anker-conf) ANKER_CONF+=("$2"); shift 2 ;;
+        *) echo "usage: $0 [--suites regress,isolation] [--ams heap,anker] [--keep] [--tests \"name ...\"] [--accept] [--anker-conf LINE]" >&2; exit 2 ;;
     esac
 done
 unset RUST_BACKTRACE RUST_LIB_BACKTRACE
@@ -144,6 +149,7 @@ log_temp_files = 128kB
 lc_messages = 'C'
 fsync = off
 EOF
+    if [ "$1" = anker ] && [ ${#ANKER_CONF[@]} -gt 0 ]; then printf '%s\n' "${ANKER_CONF[@]}"; fi
 }
 
 # run_suite SUITE AM: results in $WORK/SUITE-AM/{results.tsv,regression.diffs,...}

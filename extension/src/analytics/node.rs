@@ -183,7 +183,17 @@ unsafe extern "C-unwind" fn begin(node: *mut pg_sys::CustomScanState, estate: *m
 
 #[pg_guard]
 unsafe extern "C-unwind" fn release_callback(arg: *mut std::ffi::c_void) {
-    release(arg as *mut State);
+    // Only an error gets here: `end` releases otherwise. The (sub)transaction's
+    // abort has by now given back the relation references and registered
+    // snapshots (resource owners) and anker's column snapshots (its transaction
+    // callbacks); closing them again failed the abort itself ("relcache reference
+    // ... is not owned by resource owner", then "AbortTransaction while in ABORT
+    // state"). What is left is DuckDB's.
+    let s = arg as *mut State;
+    if !(*s).running.is_null() {
+        drop(Box::from_raw((*s).running));
+        (*s).running = std::ptr::null_mut();
+    }
 }
 
 /// Free the running query: DuckDB's objects, the registry entries, the snapshots.
