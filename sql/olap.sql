@@ -263,6 +263,13 @@ ROLLBACK TO s;
 SELECT count(*) FROM olap_err;
 COMMIT;
 DROP TABLE olap_err;
+-- count(*) gets a column from DuckDB's scan all the same; a table with none DuckDB
+-- takes stays in PostgreSQL.
+CREATE TABLE olap_pt (p point) USING anker;
+INSERT INTO olap_pt SELECT point(g, g) FROM generate_series(1, 100) g;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM olap_pt;
+SELECT count(*) FROM olap_pt;
+DROP TABLE olap_pt;
 -- DuckDB reads tables in full: a query PostgreSQL answers through an index stays there.
 RESET anker.olap_min_scan_fraction;
 CREATE INDEX olap_a_id ON olap_a (id);

@@ -372,7 +372,13 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, stmt: 
         // asks for a column to count rows by: prepare the first it can take.
         let mut atts = atts.clone();
         if atts.is_empty() {
-            atts.extend(input.columns.iter().find(|c| c.kind.is_some()).map(|c| c.att));
+            match input.columns.iter().find(|c| c.kind.is_some()) {
+                Some(c) => {
+                    atts.insert(c.att);
+                }
+                // (DuckDB would ask for one anyway, and find it unprepared)
+                None => return Err(format!("\"{name}\" has no column of a type DuckDB takes, to count its rows by")),
+            }
         }
         let r = scan::register(input);
         names.insert(name.clone(), r.id());
