@@ -189,20 +189,18 @@ unsafe extern "C-unwind" fn release_callback(arg: *mut std::ffi::c_void) {
     // callbacks); closing them again failed the abort itself ("relcache reference
     // ... is not owned by resource owner", then "AbortTransaction while in ABORT
     // state"). What is left is DuckDB's.
-    let s = arg as *mut State;
-    if !(*s).running.is_null() {
-        drop(Box::from_raw((*s).running));
-        (*s).running = std::ptr::null_mut();
-    }
+    drop(take_running(arg as *mut State));
+}
+
+/// The running query, now the caller's (None when there is none).
+unsafe fn take_running(s: *mut State) -> Option<Box<Running>> {
+    let r = std::mem::replace(&mut (*s).running, std::ptr::null_mut());
+    (!r.is_null()).then(|| Box::from_raw(r))
 }
 
 /// Free the running query: DuckDB's objects, the registry entries, the snapshots.
 unsafe fn release(s: *mut State) {
-    if (*s).running.is_null() {
-        return;
-    }
-    let r = Box::from_raw((*s).running);
-    (*s).running = std::ptr::null_mut();
+    let Some(r) = take_running(s) else { return };
     let scans: Vec<_> = r.scans.clone();
     drop(r);
     for (rel, sd) in scans {

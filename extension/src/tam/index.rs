@@ -80,20 +80,17 @@ pub unsafe extern "C-unwind" fn index_delete_tuples(
     rel: pg_sys::Relation,
     delstate: *mut pg_sys::TM_IndexDeleteOp,
 ) -> pg_sys::TransactionId {
-    let arena = shmem::arena();
     let table = table_of(rel);
     let vistest = pg_sys::GlobalVisTestFor(rel);
     let n = (*delstate).ndeltids as usize;
     let deltids = std::slice::from_raw_parts((*delstate).deltids, n);
     let status = std::slice::from_raw_parts_mut((*delstate).status, n);
     let mut horizon = pg_sys::InvalidTransactionId;
-    // (headers read inside the epoch: a page freed under the read could make
-    // a live row look dead, and its index entry would go)
-    let _epoch = crate::shmem::enter_epoch();
     for d in deltids {
         let s = &mut status[d.id as usize];
         let row = tid_to_row(&d.tid).filter(|&r| r < table.nrows());
-        let h = row.and_then(|r| table.header(arena, r));
+        // (a live row that looked dead would lose its index entry)
+        let h = row.and_then(|r| super::header_now(table, r));
         if !s.knowndeletable {
             s.knowndeletable = matches!(&h, Some(h) if surely_dead(h, vistest));
         }

@@ -72,6 +72,15 @@ pub fn tid_to_row(tid: *const pg_sys::ItemPointerData) -> Option<u64> {
     Some(block * ROWS_PER_BLOCK + off - 1)
 }
 
+/// `row`'s header, read inside the reclamation epoch: the page holding it
+/// may be replaced by a copy-on-write and freed between finding and reading
+/// it, and a header read from a reused page could make a live row look dead.
+/// (Callers that walk the undo chain after hold their own epoch across both.)
+pub fn header_now(table: &anker_engine::table::Table, row: u64) -> Option<anker_engine::table::RowHeader> {
+    let _epoch = crate::shmem::enter_epoch();
+    table.header(crate::shmem::arena(), row)
+}
+
 pub fn blocks_for_rows(nrows: u64) -> u64 {
     nrows.div_ceil(ROWS_PER_BLOCK)
 }

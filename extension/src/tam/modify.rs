@@ -540,10 +540,7 @@ unsafe fn invisible(what: &str) -> ! {
 
 /// Read the header of `row` or fail loudly: executor TIDs always name rows.
 unsafe fn header_of(table: &Table, row: u64, what: &str) -> RowHeader {
-    // (inside an epoch: the page it reads may be replaced by a copy-on-write
-    // and freed between finding it and reading it)
-    let _epoch = shmem::enter_epoch();
-    match table.header(shmem::arena(), row) {
+    match super::header_now(table, row) {
         Some(h) => h,
         None => invisible(what),
     }

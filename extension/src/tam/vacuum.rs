@@ -122,14 +122,8 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         if row % 4096 == 0 {
             pg_sys::vacuum_delay_point();
         }
-        // (read inside the epoch: a page freed under the read could make a
-        // live row look dead, and it would be vacated)
-        let Some(mut h) = ({
-            let _epoch = shmem::enter_epoch();
-            table.header(arena, row)
-        }) else {
-            continue;
-        };
+        // (a live row that looked dead would be vacated)
+        let Some(mut h) = super::header_now(table, row) else { continue };
         if h.chain != 0 {
             // Put back what aborted in-place updates left, then drop the
             // versions no snapshot can need any more.
@@ -138,7 +132,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
                 && xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut hints) == XidState::Aborted
                 && super::modify::undo_logged(rel, table, row, h.xmin)
             {
-                let Some(again) = table.header(arena, row) else { break };
+                let Some(again) = super::header_now(table, row) else { break };
                 h = again;
             }
             let _epoch = shmem::enter_epoch();
