@@ -30,7 +30,9 @@ REPO=$(cd "$HERE/.." && pwd)
 CACHE=${ANKER_KERNEL_CACHE:-/var/tmp/anker-kernel}
 JOBS=${ANKER_KERNEL_JOBS:-2}
 QEMU_TIMEOUT=${ANKER_QEMU_TIMEOUT:-}
-PATCH=$HERE/0001-mm-add-vm_snapshot-system-call.patch
+# The series, applied in order (0002 builds on 0001).
+PATCHES=("$HERE"/0001-mm-add-vm_snapshot-system-call.patch
+	"$HERE"/0002-mm-vm_snapshot-frozen-snapshots-of-shared-memfds.patch)
 FRAGMENT=$HERE/config.fragment
 TARBALL=/usr/src/linux-source-6.1.tar.xz
 SRC=$CACHE/linux-source-6.1
@@ -83,7 +85,9 @@ if [ ${#need[@]} -gt 0 ]; then
 		apt_install >&2; } || die "apt-get install failed"
 fi
 [ -f "$TARBALL" ] || die "$TARBALL missing"
-[ -f "$PATCH" ] || die "$PATCH missing"
+for p in "${PATCHES[@]}"; do
+	[ -f "$p" ] || die "$p missing"
+done
 mkdir -p "$CACHE" "$OUT"
 # One run at a time per cache directory (CI and a developer may overlap).
 exec 9> "$CACHE/.lock"
@@ -105,11 +109,14 @@ patch_files() {
 		sed 's|^[ab]/||' | sort -u
 }
 
-# Apply $PATCH.  If another version was applied before, rebuild only the
-# files whose content changes, so that make's incremental build stays small.
+# Apply the series ($PATCH, its concatenation).  If another version was
+# applied before, rebuild only the files whose content changes, so that
+# make's incremental build stays small.
+PATCH=$CACHE/series.patch
+cat "${PATCHES[@]}" > "$PATCH"
 applied=$SRC/.anker-applied.patch
 if [ ! -f "$applied" ]; then
-	log "applying $(basename "$PATCH")"
+	log "applying ${PATCHES[*]##*/}"
 	(cd "$SRC" && patch -p1 -s --forward --no-backup-if-mismatch < "$PATCH") ||
 		die "patch does not apply"
 	cp "$PATCH" "$applied"

@@ -9,6 +9,7 @@
  * 451 to other calls).  The patched kernel exports
  *   /sys/kernel/mm/vm_snapshot/abi_version   ("1")
  *   /sys/kernel/mm/vm_snapshot/syscall_nr    ("451" on x86_64)
+ *   /sys/kernel/mm/vm_snapshot/shared_memfd  ("1", with the second patch)
  * vm_snapshot_detect() reads both and returns the number to use, or -1.
  *
  * Header-only so that the selftests, the micro-benchmark and other C users
@@ -61,10 +62,28 @@ static inline long vm_snapshot_detect(void)
 }
 
 /*
+ * Memfds created with MFD_SNAPSHOT (kernel-patch/0002-...): vm_snapshot() of
+ * a MAP_SHARED mapping of one gives a read-only view frozen at the call,
+ * while other processes keep writing the memfd.  Other shared mappings are
+ * aliased.  Detected through /sys/kernel/mm/vm_snapshot/shared_memfd ("1").
+ */
+#ifndef MFD_SNAPSHOT
+#define MFD_SNAPSHOT 0x0020U
+#endif
+
+static inline int vm_snapshot_shared_memfd(void)
+{
+	return vm_snapshot_detect() >= 0 &&
+	       vm_snapshot_read_long(VM_SNAPSHOT_SYSFS_DIR "/shared_memfd") == 1;
+}
+
+/*
  * Returns the address of the snapshot, or MAP_FAILED with errno set.
  * Errors: EINVAL (bad alignment/length/overlap/range), EFAULT (hole in
  * the source or, if dst != NULL, the destination range), ENOMEM,
- * EOPNOTSUPP (unsupported kind of mapping in the source), EINTR, ENOSYS.
+ * EOPNOTSUPP (unsupported kind of mapping in the source), EINTR, ENOSYS;
+ * for MFD_SNAPSHOT sources also EBUSY (a page is pinned, e.g. for DMA)
+ * and EFAULT (the range extends beyond the end of the memfd).
  */
 static inline void *vm_snapshot(void *dst, void *src, size_t len)
 {
