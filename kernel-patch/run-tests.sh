@@ -220,13 +220,18 @@ pack_postgres() {	# root
 	cp -rL /usr/share/zoneinfo "$root/usr/share/"	# pg_regress runs in America/Los_Angeles
 	printf 'root:x:0:0:root:/:/bin/sh\npostgres:x:100:100:postgres:/tmp:/bin/sh\n' > "$root/etc/passwd"
 	printf 'root:x:0:\npostgres:x:100:\n' > "$root/etc/group"
-	for t in setup snapshots; do
+	for t in setup snapshots vm_snapshot; do
 		cp "$REPO/sql/$t.sql" "$root/pgtests/sql/"
 		cp "$REPO"/expected/"$t"{,_[0-9]}.out "$root/pgtests/expected/" 2> /dev/null || true
 	done
 	cp "$HERE/tests/guest-postgres.sh" "$root/tests/postgres"
 	cp "$HERE/tests/guest-stress.sh" "$REPO/tests/transfer.sql" "$REPO/tests/transfer_reader.sql" "$root/pgtests/"
-	chmod +x "$root/tests/postgres" "$root/pgtests/guest-stress.sh"
+	# the HTAP smoke run: TPC-C and two CH-benCHmark queries
+	mkdir -p "$root/pgtests/tpcc" "$root/pgtests/olap"
+	cp "$REPO"/bench/tpcc/*.sql "$REPO"/bench/tpcc/*.pgbench "$root/pgtests/tpcc/"
+	cp "$REPO"/bench/olap/ch1.pgbench "$REPO"/bench/olap/ch6.pgbench "$root/pgtests/olap/"
+	cp "$HERE/tests/guest-htap.sh" "$root/pgtests/"
+	chmod +x "$root/tests/postgres" "$root/pgtests/guest-stress.sh" "$root/pgtests/guest-htap.sh"
 }
 
 CFLAGS="-O2 -g -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers -static -pthread"

@@ -20,7 +20,7 @@ from collections import defaultdict
 
 FIELDS = ["experiment", "env", "method", "cols", "col_pages", "modified",
           "vmas", "x", "ns"]
-ORDER = ["memcpy", "fork", "rewiring", "swcow", "vm_snapshot", "engine-cow",
+ORDER = ["memcpy", "fork", "rewiring", "swcow", "vm_snapshot", "vm_snapshot_shared", "engine-cow",
          "engine-vm_snapshot"]
 
 

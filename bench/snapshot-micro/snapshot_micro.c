@@ -17,6 +17,10 @@
  *                writer copies a shared page first (the engine's "cow"
  *                provider, modelled here in C)
  *   vm_snapshot  the system call from kernel-patch/ (only when detected)
+ *   vm_snapshot_shared
+ *                the same over a MAP_SHARED mapping of a memfd created
+ *                with MFD_SNAPSHOT (kernel-patch/0002; only when detected):
+ *                how anker's shared arena is snapshotted in PostgreSQL
  *
  * Output: CSV on stdout (or -o FILE), one row per measurement:
  *   experiment,env,method,cols,col_pages,modified,vmas,x,ns
@@ -135,6 +139,22 @@ static char *anon_table(long cols, long pages)
 	size_t i;
 
 	madvise(t, len, MADV_NOHUGEPAGE);	/* 4 KiB pages, as the paper */
+	for (i = 0; i < len; i += PAGE)
+		*(uint64_t *)(t + i) = i;
+	return t;
+}
+
+/* The same in a MAP_SHARED mapping of an MFD_SNAPSHOT memfd (fd leaked:
+ * one per run). */
+static char *shared_table(long cols, long pages)
+{
+	size_t len = cols * pages * PAGE, i;
+	int fd = memfd_create("snapshot_micro", MFD_SNAPSHOT);
+	char *t;
+
+	if (fd < 0 || ftruncate(fd, len))
+		die("memfd_create(MFD_SNAPSHOT)");
+	t = xmmap(len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	for (i = 0; i < len; i += PAGE)
 		*(uint64_t *)(t + i) = i;
 	return t;
@@ -505,7 +525,7 @@ static void table1_fork(void)
 	}
 }
 
-static void table1_vm_snapshot(char *t)
+static void table1_vm_snapshot(char *t, const char *method)
 {
 	int ci, mi, r, c;
 	long *idx = malloc(col_pages * sizeof(long));
@@ -548,7 +568,7 @@ static void table1_vm_snapshot(char *t)
 				ns = now_ns() - t0;
 				for (c = 0; c < p; c++)
 					munmap(s[c], col_pages * PAGE);
-				row("table1", "vm_snapshot", p, m, 1, r, ns);
+				row("table1", method, p, m, 1, r, ns);
 			}
 		}
 	}
@@ -684,6 +704,8 @@ static void fig4(const char *method)
 		col = rw.base;
 	} else if (is_sw) {
 		sw_init(1, n, 2 * n + 64);
+	} else if (!strcmp(method, "vm_snapshot_shared")) {
+		col = shared_table(1, n);
 	} else {
 		col = anon_table(1, n);
 	}
@@ -817,7 +839,8 @@ static void usage(void)
 "  -s STEP      fig4: sample every STEP writes (default 512; every 32\n"
 "               below -d)\n"
 "  -d N         fig4: dense sampling below N writes (default 2048)\n"
-"  -M LIST      methods (memcpy,fork,rewiring,swcow,vm_snapshot)\n"
+"  -M LIST      methods (memcpy,fork,rewiring,swcow,vm_snapshot,\n"
+"               vm_snapshot_shared)\n"
 "  -x table1|fig4   run only one experiment\n"
 "  -e NAME      environment label for the CSV (default host)\n"
 "  -o FILE      output CSV (default stdout)\n");
@@ -829,6 +852,7 @@ int main(int argc, char **argv)
 	long v[8];
 	int opt, i;
 	bool have_vms = vm_snapshot_detect() >= 0;
+	bool have_shared = vm_snapshot_shared_memfd();
 	struct utsname u;
 	char *t;
 
@@ -881,21 +905,28 @@ int main(int argc, char **argv)
 		if (method_on("fork"))
 			table1_fork();
 		if (have_vms && method_on("vm_snapshot"))
-			table1_vm_snapshot(t);
+			table1_vm_snapshot(t, "vm_snapshot");
 		munmap(t, table_cols * col_pages * PAGE);
+		if (have_shared && method_on("vm_snapshot_shared")) {
+			t = shared_table(table_cols, col_pages);
+			table1_vm_snapshot(t, "vm_snapshot_shared");
+			munmap(t, table_cols * col_pages * PAGE);
+		}
 		if (method_on("swcow"))
 			table1_swcow();
 		if (method_on("rewiring"))
 			table1_rewiring();
 	}
 	if (run_fig4) {
-		const char *m[] = { "vm_snapshot", "rewiring", "swcow", "fork",
-				    "memcpy" };
+		const char *m[] = { "vm_snapshot", "vm_snapshot_shared",
+				    "rewiring", "swcow", "fork", "memcpy" };
 
-		for (i = 0; i < 5; i++) {
+		for (i = 0; i < 6; i++) {
 			if (!method_on(m[i]))
 				continue;
 			if (!strcmp(m[i], "vm_snapshot") && !have_vms)
+				continue;
+			if (!strcmp(m[i], "vm_snapshot_shared") && !have_shared)
 				continue;
 			fig4(m[i]);
 		}

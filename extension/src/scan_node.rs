@@ -473,6 +473,10 @@ unsafe extern "C-unwind" fn initialize_worker(
         let table = table_of(relation(node));
         match snapshots::attach(table, id) {
             Some(snap) => scan::use_snapshot((*s).scan, snap),
+            // A vm_snapshot image is a mapping of the leader's: this worker
+            // reads the live columns, which gives the same rows for the
+            // statement's MVCC snapshot, more slowly.
+            None if snapshots::provider() == snapshots::Provider::VmSnapshot => {}
             // the leader holds it until the workers are done
             None => pgrx::error!("anker: column snapshot {id} of the parallel scan is gone"),
         }

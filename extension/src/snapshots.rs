@@ -31,7 +31,8 @@ impl Provider {
         match self {
             Provider::Cow => Some(Method::Cow),
             Provider::Memcpy => Some(Method::Memcpy),
-            _ => None,
+            Provider::VmSnapshot => Some(Method::VmSnapshot),
+            Provider::None => None,
         }
     }
 }
@@ -61,7 +62,7 @@ pub fn define_guc() {
         pg_sys::DefineCustomEnumVariable(
             c"anker.snapshot_method".as_ptr(),
             c"How analytical scans of anker tables snapshot the columns they read.".as_ptr(),
-            c"cow: copy-on-write page tables (default); memcpy: physical copies; none: read the live, versioned columns; vm_snapshot: the kernel system call of kernel-patch/ (process-private memory only).".as_ptr(),
+            c"cow: copy-on-write page tables (default); memcpy: physical copies; none: read the live, versioned columns; vm_snapshot: the kernel system call of kernel-patch/ (needs its second patch, which freezes shared memory).".as_ptr(),
             &raw mut METHOD,
             Provider::Cow as i32,
             (&raw const OPTIONS).cast(),
@@ -104,9 +105,10 @@ pub fn worth_a_snapshot(table: &Table) -> bool {
 }
 
 /// `vm_snapshot` is never accepted silently: without the patched kernel,
-/// or with it (its copy-on-write covers private memory, while anker's
-/// tables live in memory shared by all backends), it is refused with the
-/// reason.
+/// or with only its first patch (whose copy-on-write covers private memory,
+/// while anker's tables live in memory shared by all backends), it is
+/// refused with the reason. With the second patch the arena's memfd opts
+/// in (`MFD_SNAPSHOT`) and the kernel freezes it.
 #[pg_guard]
 unsafe extern "C-unwind" fn check_method(
     newval: *mut std::ffi::c_int,
@@ -117,9 +119,10 @@ unsafe extern "C-unwind" fn check_method(
         return true;
     }
     let (msg, detail) = match anker_engine::arena::vm_snapshot_syscall() {
+        Ok(_) if anker_engine::arena::vm_snapshot_shared_memfd().is_ok() => return true,
         Ok(_) => (
             "the vm_snapshot system call cannot snapshot anker tables",
-            "vm_snapshot gives copy-on-write only for process-private memory, and anker tables live in memory shared by all backends; see kernel-patch/README.md.".to_string(),
+            "This kernel's vm_snapshot gives copy-on-write only for process-private memory, and anker tables live in memory shared by all backends; freezing it needs kernel-patch/0002-mm-vm_snapshot-frozen-snapshots-of-shared-memfds.patch.".to_string(),
         ),
         Err(_) if !std::path::Path::new(anker_engine::arena::VM_SNAPSHOT_SYSFS).exists() => (
             "the vm_snapshot system call is not available on this kernel",

@@ -1,12 +1,13 @@
 #!/bin/busybox sh
 # /tests/postgres in the QEMU guest (run-tests.sh packs the host's PostgreSQL 15,
 # the installed anker and these suites into the initramfs): anker's pg_regress
-# suites, then the transfer stress test (guest-stress.sh), on the patched
+# suites, then the transfer stress test (guest-stress.sh) and an HTAP smoke
+# run (guest-htap.sh), on the patched
 # kernel, every backend a process of this kernel. Prints TAP for the host;
 # pg_regress's own output and any diffs as comments.
 
 work=/tmp/pg
-tests="setup snapshots"
+tests="setup snapshots vm_snapshot"
 rm -rf "$work"
 mkdir -p "$work"
 cp -r /pgtests/sql /pgtests/expected "$work"/
@@ -38,6 +39,11 @@ for t in $tests; do
 done
 if [ -f "$work/regression.diffs" ]; then
 	head -n 100 "$work/regression.diffs" | sed 's/^/#   /'
+	# a suite's whole output, to make its expected file from
+	for t in $tests; do
+		grep -Eq "^test $t +\.\.\. ok" "$work/run.log" ||
+			sed "s/^/VMSNAP-RESULT $t: /" "$work/results/$t.out" 2>/dev/null
+	done
 fi
 log=$work/log/postmaster.log
 if [ -f "$log" ]; then
@@ -48,3 +54,7 @@ fi
 mkdir -p "$work/stress"
 chown postgres "$work/stress"
 su -s /bin/sh postgres -c "/pgtests/guest-stress.sh $work/stress 8"
+
+mkdir -p "$work/htap"
+chown postgres "$work/htap"
+su -s /bin/sh postgres -c "/pgtests/guest-htap.sh $work/htap 10"

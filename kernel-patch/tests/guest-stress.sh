@@ -11,9 +11,9 @@ work=$1
 secs=${2:-8}
 data=$work/data
 export PATH=/usr/lib/postgresql/15/bin:/bin PGHOST=$work PGUSER=postgres PGDATABASE=postgres TZ=UTC
-methods="cow memcpy none"
+methods="cow memcpy none vm_snapshot"
 engines="postgres duckdb"
-echo "1..6"
+echo "1..$(($(echo $engines | wc -w) * $(echo $methods | wc -w)))"
 
 bail() {
 	echo "# $1"

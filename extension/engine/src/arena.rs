@@ -180,6 +180,9 @@ pub struct Arena {
     backing: Box<dyn Backing>,
     /// Keeps the memfd open for the lifetime of the handle (postmaster case).
     _fd: Option<libc::c_int>,
+    /// The memfd was created with `MFD_SNAPSHOT`: `vm_snapshot(2)` freezes
+    /// it (kernel-patch/0002).
+    frozen_shared: bool,
 }
 
 // SAFETY: the arena is designed for concurrent use; all shared state inside
@@ -242,12 +245,17 @@ fn ceil_log2(n: u64) -> u32 {
 
 impl Arena {
     /// Reserve `size` bytes backed by a new memfd, shared with future forks.
+    /// On a kernel whose `vm_snapshot(2)` freezes shared memfds, the memfd
+    /// opts in (`MFD_SNAPSHOT`): its writers then take a write-protect fault
+    /// on the first write to a page after each snapshot.
     pub fn create_shared(size: u64) -> std::io::Result<Arena> {
         let size = (size / PAGE_SIZE as u64) * PAGE_SIZE as u64;
         let name = b"anker-arena\0";
+        let frozen_shared = vm_snapshot_shared_memfd().is_ok();
+        let flags = libc::MFD_CLOEXEC | if frozen_shared { MFD_SNAPSHOT } else { 0 };
         // SAFETY: FFI calls with valid arguments; results are checked.
         unsafe {
-            let fd = libc::memfd_create(name.as_ptr() as *const libc::c_char, libc::MFD_CLOEXEC);
+            let fd = libc::memfd_create(name.as_ptr() as *const libc::c_char, flags);
             if fd < 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -269,7 +277,7 @@ impl Arena {
                 libc::close(fd);
                 return Err(e);
             }
-            Ok(Arena { base: p as *mut u8, size, backing: Box::new(MemfdBacking { fd }), _fd: Some(fd) })
+            Ok(Arena { base: p as *mut u8, size, backing: Box::new(MemfdBacking { fd }), _fd: Some(fd), frozen_shared })
         }
     }
 
@@ -294,6 +302,7 @@ impl Arena {
                 size,
                 backing: Box::new(PrivateBacking { base: p as usize }),
                 _fd: None,
+                frozen_shared: false,
             })
         }
     }
@@ -308,15 +317,22 @@ impl Arena {
         self._fd.is_some()
     }
 
+    /// Can [`Arena::map_frozen_image`] freeze this arena? A private one
+    /// always; a shared one when its memfd opted in (`MFD_SNAPSHOT`).
+    pub fn can_freeze(&self) -> bool {
+        !self.is_shared() || self.frozen_shared
+    }
+
     /// Map a copy-on-write image of the whole arena, frozen as it is now,
     /// with the kernel's `vm_snapshot(2)` (system call `nr`, see
     /// [`vm_snapshot_syscall`]). Returns the image's base address: arena
     /// offset `o` reads as of now at `image + o`, whatever is written to the
-    /// arena later. Only a private arena is frozen this way (for a shared
-    /// mapping the kernel aliases the pages). Costs one page-table-entry copy
-    /// per populated 4 KiB page of the arena.
+    /// arena later, by this process or (shared arena) any other. The image
+    /// is this process's mapping. Costs one page-table entry per populated
+    /// 4 KiB page of the arena (and, for a shared arena, a walk over the
+    /// writers' page tables).
     pub fn map_frozen_image(&self, nr: libc::c_long) -> std::io::Result<*const u8> {
-        debug_assert!(!self.is_shared());
+        debug_assert!(self.can_freeze());
         // SAFETY: vm_snapshot(NULL, src, len) creates a new mapping at an
         // address the kernel picks and touches nothing of ours: the source
         // range is our own mapping, page-aligned, `size` bytes long.
@@ -1002,6 +1018,23 @@ pub const VM_SNAPSHOT_SYSFS: &str = "/sys/kernel/mm/vm_snapshot";
 
 /// The `vm_snapshot` semantics this engine relies on.
 const VM_SNAPSHOT_ABI: u32 = 1;
+
+/// `memfd_create` flag of kernel-patch/0002: snapshots of the memfd's
+/// shared mappings are frozen.
+const MFD_SNAPSHOT: libc::c_uint = 0x0020;
+
+/// Does `vm_snapshot(2)` freeze `MAP_SHARED` mappings of `MFD_SNAPSHOT`
+/// memfds on this kernel (kernel-patch/0002)? Err says why not.
+pub fn vm_snapshot_shared_memfd() -> Result<libc::c_long, String> {
+    let nr = vm_snapshot_syscall()?;
+    match std::fs::read_to_string(format!("{VM_SNAPSHOT_SYSFS}/shared_memfd")) {
+        Ok(s) if s.trim() == "1" => Ok(nr),
+        _ => Err(format!(
+            "this kernel's vm_snapshot only aliases shared memory ({VM_SNAPSHOT_SYSFS}/shared_memfd is missing); \
+             freezing it needs kernel-patch/0002-mm-vm_snapshot-frozen-snapshots-of-shared-memfds.patch"
+        )),
+    }
+}
 
 /// The system call number of `vm_snapshot(2)` on the running kernel, or why
 /// it cannot be used. Detected once per process through sysfs: the number

@@ -15,10 +15,12 @@
 //!   copy-on-write image of the whole arena that the kernel's
 //!   `vm_snapshot(2)` (`kernel-patch/`) maps elsewhere in the address space;
 //!   writers write in place and the kernel copies the physical page they
-//!   fault on. Only for a process-private arena (the engine's
-//!   single-process mode): for the shared memfd arena of PostgreSQL the
-//!   kernel aliases the pages instead of freezing them. Refused, never
-//!   replaced by another provider, when the kernel lacks the call.
+//!   fault on. A process-private arena (the engine's single-process mode)
+//!   is frozen by the first patch; the shared memfd arena of PostgreSQL by
+//!   the second (`MFD_SNAPSHOT`), where the first only aliases it. The
+//!   image is a mapping of the process that created the snapshot: only
+//!   that process finds, attaches to and releases such a snapshot. Refused,
+//!   never replaced by another provider, when the kernel lacks the call.
 //!
 //! Creation takes the table's latch exclusively, so no row is captured half
 //! written. Snapshots are reference-counted; the last release frees the
@@ -83,12 +85,13 @@ impl std::fmt::Display for SnapshotError {
 /// The `vm_snapshot(2)` system call number, if the provider can serve
 /// `arena`; otherwise why not.
 pub fn vm_snapshot_ready(arena: &Arena) -> Result<libc::c_long, SnapshotError> {
-    if arena.is_shared() {
-        return Err(SnapshotError::Unsupported(
-            "vm_snapshot gives copy-on-write only to process-private memory, and this arena is shared \
-             between processes; see kernel-patch/README.md"
-                .into(),
-        ));
+    if !arena.can_freeze() {
+        let why = crate::arena::vm_snapshot_shared_memfd().err().unwrap_or_else(|| {
+            "the arena's memfd was created without MFD_SNAPSHOT".into()
+        });
+        return Err(SnapshotError::Unsupported(format!(
+            "this arena is shared between processes, and {why}"
+        )));
     }
     crate::arena::vm_snapshot_syscall().map_err(SnapshotError::Unsupported)
 }
@@ -147,8 +150,10 @@ pub struct Snapshot {
     pub pages_captured: u64,
     pub pages_copied: u64,
     pub cow_at_create: u64,
-    /// Address of the arena image mapped by `vm_snapshot(2)`, or 0.
+    /// Address of the arena image mapped by `vm_snapshot(2)`, or 0, in the
+    /// address space of process `creator`.
     image: u64,
+    creator: u32,
     next: AtomicU64,
     /// Private page copies (memcpy).
     owner: PageOwner,
@@ -168,6 +173,12 @@ impl Snapshot {
             .filter(|p| p.which < PART_NULLS_BIT)
             .map(|p| p.which as usize)
             .collect()
+    }
+
+    /// Can this process read the snapshot? Not another process's
+    /// `vm_snapshot` image.
+    pub fn readable_here(&self) -> bool {
+        self.image == 0 || self.creator == std::process::id()
     }
 
     pub fn covers(&self, arena: &Arena, cols: &[usize]) -> bool {
@@ -257,6 +268,7 @@ impl Table {
                     pages_copied: 0,
                     cow_at_create: 0,
                     image: 0,
+                    creator: std::process::id(),
                     next: AtomicU64::new(NULL_OFF),
                     owner: PageOwner::new(),
                     parts: parts_off,
@@ -326,7 +338,7 @@ impl Table {
         while cur != NULL_OFF {
             // SAFETY: listed snapshots are live.
             let s = unsafe { arena.get::<Snapshot>(cur) };
-            if s.method == method as u32 && accept(s.completion) && s.covers(arena, cols) {
+            if s.method == method as u32 && s.readable_here() && accept(s.completion) && s.covers(arena, cols) {
                 s.refs.fetch_add(1, Ordering::AcqRel);
                 arena.count(crate::stats::SNAPSHOTS_REUSED, 1);
                 return Some(cur);
@@ -337,7 +349,7 @@ impl Table {
     }
 
     /// Take another reference to a live snapshot (a parallel worker).
-    /// False when it is gone.
+    /// None when it is gone, or is another process's `vm_snapshot` image.
     pub fn attach_snapshot(&self, arena: &Arena, id: u64) -> Option<Off> {
         let _g = self.snap_lock.lock();
         let mut cur = self.snapshots.load(Ordering::Relaxed);
@@ -345,6 +357,9 @@ impl Table {
             // SAFETY: listed snapshots are live.
             let s = unsafe { arena.get::<Snapshot>(cur) };
             if s.id == id {
+                if !s.readable_here() {
+                    return None;
+                }
                 s.refs.fetch_add(1, Ordering::AcqRel);
                 return Some(cur);
             }

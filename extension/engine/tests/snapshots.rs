@@ -304,12 +304,40 @@ fn no_torn_rows_in_snapshots_under_concurrent_writers() {
 /// would alias its pages instead of freezing them.
 #[test]
 fn vm_snapshot_is_used_when_detected_and_refused_otherwise() {
+    // A shared arena (PostgreSQL's) is frozen only by the second patch.
     let shared = Arena::create_shared(32 << 20).unwrap(); // not the size of `a` below
     shared.format(4).unwrap();
-    let t = Directory::create(&shared, 4).unwrap().get_or_create(&shared, &[6, 6, 6, 0], &|| vec![ColumnSpec::fixed(8)]).unwrap();
-    match t.create_snapshot(&shared, &[0], Method::VmSnapshot, 0) {
-        Err(SnapshotError::Unsupported(why)) => assert!(why.contains("process-private"), "{why}"),
-        other => panic!("a shared arena must be refused: {other:?}"),
+    let t = Directory::create(&shared, 4).unwrap().get_or_create(&shared, &[6, 6, 6, 0], &|| vec![ColumnSpec::fixed(8), ColumnSpec::var()]).unwrap();
+    for i in 0..1000 {
+        insert(&shared, t, i, 10);
+    }
+    let frozen_shared = anker_engine::arena::vm_snapshot_shared_memfd().is_ok();
+    if std::env::var_os("ANKER_REQUIRE_VM_SNAPSHOT").is_some() {
+        assert!(frozen_shared, "ANKER_REQUIRE_VM_SNAPSHOT is set: the kernel must freeze shared memfds");
+    }
+    match (frozen_shared, t.create_snapshot(&shared, &[0], Method::VmSnapshot, 0)) {
+        (true, Ok(s)) => {
+            assert_eq!(images(&shared), 1);
+            let snap = t.snapshot(&shared, s);
+            for r in 0..1000 {
+                let h = t.header(&shared, r).unwrap();
+                let nv = (r + 5000).to_ne_bytes();
+                let mut blobs = vec![];
+                t.prepare_blobs(&shared, &[Value::Fixed(&nv)], &mut blobs).unwrap();
+                assert!(t.update_in_place(&shared, r, &h, 11, 0, &[(0, Value::Fixed(&nv))], &blobs).unwrap());
+            }
+            let mut cur = Cursor::NEW;
+            let mut cc = t.col_cache(&shared, 0);
+            t.bind_snapshot(&shared, snap, &mut cur, &mut [(0, &mut cc)]);
+            assert_eq!(sum(&shared, t, &mut cur, &mut cc, snap.nrows), (999 * 1000 / 2, 1000), "the image is frozen");
+            let mut live = Cursor::NEW;
+            let mut lc = t.col_cache(&shared, 0);
+            assert_eq!(sum(&shared, t, &mut live, &mut lc, t.nrows()), (999 * 1000 / 2 + 5000 * 1000, 1000));
+            t.release_snapshot(&shared, s);
+            assert_eq!(images(&shared), 0);
+        }
+        (false, Err(SnapshotError::Unsupported(why))) => assert!(why.contains("shared between processes"), "{why}"),
+        (here, other) => panic!("shared memfds frozen: {here}, yet: {other:?}"),
     }
 
     let a = setup(64);
