@@ -369,6 +369,30 @@ static void test_swap(void)
 	CHECK(check(src, len, 91) == -1, "source after swap");
 }
 
+/*
+ * Compaction migrates the memfd's pages: a page a snapshot holds stays
+ * where it is (its extra reference makes migration skip it), the others
+ * move; nothing tears.
+ */
+static void test_compaction(void)
+{
+	size_t len = 1024 * PAGE_SZ;
+	int fd = snap_memfd(len);
+	char *src = map_fd(fd, len), *s;
+
+	fill(src, len, 93);
+	s = snap(NULL, src, len);
+	REQUIRE(s != MAP_FAILED, "snapshot: %s", strerror(errno));
+	fill(src, len / 2, 94);
+	write_file("/proc/sys/vm/compact_memory", "1");
+	CHECK(check(s, len, 93) == -1, "snapshot after compaction");
+	CHECK(check(src, len / 2, 94) == -1, "source after compaction");
+	fill(src, len, 95);
+	write_file("/proc/sys/vm/compact_memory", "1");
+	CHECK(check(s, len, 93) == -1, "snapshot frozen");
+	CHECK(check(src, len, 95) == -1, "source");
+}
+
 /* Pages pinned for DMA may be written behind the kernel's back. */
 static void test_pinned(void)
 {
@@ -622,6 +646,7 @@ static struct test_case cases[] = {
 	{ "mprotect_upgrade", test_mprotect_upgrade },
 	{ "fork_holder", test_fork_holder },
 	{ "swap", test_swap, 120 },
+	{ "compaction", test_compaction },
 	{ "pinned", test_pinned },
 	{ "concurrent_writer", test_concurrent_writer, 120 },
 	{ "exit_and_accounting", test_exit_and_accounting, 120 },
