@@ -230,8 +230,8 @@ pack_postgres() {	# root
 	mkdir -p "$root/pgtests/tpcc" "$root/pgtests/olap"
 	cp "$REPO"/bench/tpcc/*.sql "$REPO"/bench/tpcc/*.pgbench "$root/pgtests/tpcc/"
 	cp "$REPO"/bench/olap/ch1.pgbench "$REPO"/bench/olap/ch6.pgbench "$root/pgtests/olap/"
-	cp "$HERE/tests/guest-htap.sh" "$root/pgtests/"
-	chmod +x "$root/tests/postgres" "$root/pgtests/guest-stress.sh" "$root/pgtests/guest-htap.sh"
+	cp "$HERE/tests/guest-htap.sh" "$HERE/tests/guest-pg-bench.sh" "$root/pgtests/"
+	chmod +x "$root/tests/postgres" "$root/pgtests/"guest-*.sh
 }
 
 CFLAGS="-O2 -g -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers -static -pthread"
@@ -278,6 +278,8 @@ else
 		die "cannot build the engine's benchmark"
 	cp "$CACHE/engine-target/x86_64-unknown-linux-gnu/release/examples/snapshot_micro" \
 		"$root/bench/engine_snapshot_micro"
+	# PostgreSQL's sums under updates, per provider (guest-pg-bench.sh)
+	pack_postgres "$root"
 fi
 (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$OUT/initramfs.cpio.gz"
 
@@ -327,6 +329,9 @@ if [ "$MODE" = bench ]; then
 	mkdir -p "$(dirname "$csv")"
 	sed -n '/^VMSNAP-BENCH-BEGIN/,/^VMSNAP-BENCH-END/p' "$serial" |
 		grep -v '^VMSNAP-BENCH' | grep -E '^[a-z0-9_]+,|^#' > "$csv" || true
+	# PostgreSQL's sums under updates (guest-pg-bench.sh): a file of their own
+	grep -E '^(pg_sum|experiment,env,method,rows),' "$csv" > "${csv%.csv}-pg.csv" || true
+	sed -i -E '/^(pg_sum|experiment,env,method,rows),/d' "$csv"
 	rc_line=$(grep '^VMSNAP-BENCH-END' "$serial" || true)
 	log "benchmark CSV: $csv ($(wc -l < "$csv") lines)"
 	ok=1

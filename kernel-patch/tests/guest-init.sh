@@ -44,6 +44,11 @@ if [ "$mode" = bench ]; then
 	rc=$?
 	# shellcheck disable=SC2086
 	/bench/engine_snapshot_micro $bench_args || rc=$?
+	if [ -x /pgtests/guest-pg-bench.sh ]; then
+		mkdir -p /tmp/pgbench
+		chown postgres /tmp/pgbench
+		su -s /bin/sh postgres -c "/pgtests/guest-pg-bench.sh /tmp/pgbench 2000000 20" || rc=$?
+	fi
 	echo "VMSNAP-BENCH-END rc=$rc"
 else
 	for t in /tests/*; do
