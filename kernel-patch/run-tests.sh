@@ -230,7 +230,7 @@ pack_postgres() {	# root
 	mkdir -p "$root/pgtests/tpcc" "$root/pgtests/olap"
 	cp "$REPO"/bench/tpcc/*.sql "$REPO"/bench/tpcc/*.pgbench "$root/pgtests/tpcc/"
 	cp "$REPO"/bench/olap/ch1.pgbench "$REPO"/bench/olap/ch6.pgbench "$root/pgtests/olap/"
-	cp "$HERE/tests/guest-htap.sh" "$HERE/tests/guest-pg-bench.sh" "$root/pgtests/"
+	cp "$HERE"/tests/guest-htap.sh "$HERE"/tests/guest-pg-bench.sh "$HERE"/tests/guest-server.sh "$root/pgtests/"
 	chmod +x "$root/tests/postgres" "$root/pgtests/"guest-*.sh
 }
 

@@ -13,7 +13,6 @@
 
 work=$1
 secs=${2:-10}
-data=$work/data
 tpcc=/pgtests/tpcc
 export PATH=/usr/lib/postgresql/15/bin:/bin PGHOST=$work PGUSER=postgres PGDATABASE=tpcc TZ=UTC
 methods="cow vm_snapshot"
@@ -21,9 +20,7 @@ echo "1..$(echo $methods | wc -w)"
 
 bail() {
 	echo "# $1"
-	for f in "$work/initdb.log" "$work/server.log" "$work/load.log"; do
-		[ -f "$f" ] && tail -n 20 "$f" | sed 's/^/#   /'
-	done
+	[ -f "$work/load.log" ] && tail -n 20 "$work/load.log" | sed 's/^/#   /'
 	n=0
 	for m in $methods; do
 		n=$((n + 1))
@@ -32,20 +29,8 @@ bail() {
 	exit 1
 }
 
-initdb -D "$data" -A trust --no-sync --no-locale -E UTF8 > "$work/initdb.log" 2>&1 ||
-	bail "initdb failed"
-cat >> "$data/postgresql.conf" <<EOF
-shared_preload_libraries = 'anker'
-anker.memory_limit = '768MB'
-listen_addresses = ''
-unix_socket_directories = '$work'
-max_parallel_workers_per_gather = 0
-fsync = off
-jit = off
-lc_messages = 'C'
-EOF
-pg_ctl -D "$data" -l "$work/server.log" -w -t 300 start > /dev/null ||
-	bail "the server did not start"
+. /pgtests/guest-server.sh
+start_server "$work" 768MB || bail "the server did not start"
 t0=$(date +%s)
 { psql -X -q -d postgres -c "CREATE DATABASE tpcc" &&
   psql -X -q -c "CREATE EXTENSION anker" &&
@@ -89,6 +74,5 @@ for m in $methods; do
 		tail -n 5 "$work/oltp-$m.log" | sed 's/^/#   /'
 	fi
 done
-pg_ctl -D "$data" -m fast stop > /dev/null
-grep -E 'PANIC|terminated by signal' "$work/server.log" | sed 's/^/#   /'
+stop_server
 exit 0

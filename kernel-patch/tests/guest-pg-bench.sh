@@ -13,26 +13,12 @@
 work=$1
 rows=${2:-2000000}
 secs=${3:-20}
-data=$work/data
 export PATH=/usr/lib/postgresql/15/bin:/bin PGHOST=$work PGUSER=postgres PGDATABASE=postgres TZ=UTC
 methods="cow memcpy none vm_snapshot"
 
-initdb -D "$data" -A trust --no-sync --no-locale -E UTF8 > "$work/initdb.log" 2>&1 ||
-	{ echo "# initdb failed"; exit 1; }
-cat >> "$data/postgresql.conf" <<EOF
-shared_preload_libraries = 'anker'
-anker.memory_limit = '1GB'
-shared_buffers = '128MB'
-listen_addresses = ''
-unix_socket_directories = '$work'
-max_parallel_workers_per_gather = 0
-fsync = off
-synchronous_commit = off
-jit = off
-lc_messages = 'C'
-EOF
-pg_ctl -D "$data" -l "$work/server.log" -w -t 600 start > /dev/null ||
-	{ echo "# the server did not start"; tail -n 20 "$work/server.log"; exit 1; }
+. /pgtests/guest-server.sh
+start_server "$work" 1GB "shared_buffers = '128MB'" "synchronous_commit = off" ||
+	{ echo "# the server did not start"; exit 1; }
 t0=$(date +%s)
 psql -X -q -v ON_ERROR_STOP=1 \
 	-c "CREATE EXTENSION anker" \
@@ -71,6 +57,5 @@ for m in $methods; do
 	best=$(sort -n "$work/times" | head -n 1)
 	echo "pg_sum,qemu,$m,$rows,$secs,$n,$med,$best,$tps,$wrong"
 done
-pg_ctl -D "$data" -m fast stop > /dev/null
-grep -E 'PANIC|terminated by signal' "$work/server.log" | sed 's/^/# /'
+stop_server
 exit 0

@@ -9,7 +9,6 @@
 
 work=$1
 secs=${2:-8}
-data=$work/data
 export PATH=/usr/lib/postgresql/15/bin:/bin PGHOST=$work PGUSER=postgres PGDATABASE=postgres TZ=UTC
 methods="cow memcpy none vm_snapshot"
 engines="postgres duckdb"
@@ -17,9 +16,6 @@ echo "1..$(($(echo $engines | wc -w) * $(echo $methods | wc -w)))"
 
 bail() {
 	echo "# $1"
-	for f in "$work/initdb.log" "$work/server.log"; do
-		[ -f "$f" ] && tail -n 20 "$f" | sed 's/^/#   /'
-	done
 	n=0
 	for e in $engines; do
 		for m in $methods; do
@@ -30,20 +26,8 @@ bail() {
 	exit 1
 }
 
-initdb -D "$data" -A trust --no-sync --no-locale -E UTF8 > "$work/initdb.log" 2>&1 ||
-	bail "initdb failed"
-cat >> "$data/postgresql.conf" <<EOF
-shared_preload_libraries = 'anker'
-anker.memory_limit = '512MB'
-listen_addresses = ''
-unix_socket_directories = '$work'
-max_parallel_workers_per_gather = 0
-fsync = off
-jit = off
-lc_messages = 'C'
-EOF
-pg_ctl -D "$data" -l "$work/server.log" -w -t 300 start > /dev/null ||
-	bail "the server did not start"
+. /pgtests/guest-server.sh
+start_server "$work" 512MB || bail "the server did not start"
 psql -X -q -v ON_ERROR_STOP=1 \
 	-c "CREATE EXTENSION anker" \
 	-c "CREATE TABLE acct (id int PRIMARY KEY, balance bigint, note text) USING anker" \
@@ -79,6 +63,5 @@ for engine in $engines; do
 done
 [ "$(psql -X -At -c "SELECT sum(balance) FROM acct")" = "$total" ] ||
 	echo "# the final sum differs from $total"
-pg_ctl -D "$data" -m fast stop > /dev/null
-grep -E 'PANIC|terminated by signal' "$work/server.log" | sed 's/^/#   /'
+stop_server
 exit 0

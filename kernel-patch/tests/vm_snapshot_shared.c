@@ -39,6 +39,15 @@ static char *map_fd(int fd, size_t len)
 	return p;
 }
 
+/* A snapshot of [src, src + len) that must succeed. */
+static char *take(char *src, size_t len)
+{
+	char *s = snap(NULL, src, len);
+
+	REQUIRE(s != MAP_FAILED, "snapshot: %s", strerror(errno));
+	return s;
+}
+
 /* Run fn(arg) in a child process that maps fd itself; wait for it. */
 static void in_other_process(int fd, size_t len,
 			     void (*fn)(char *p, size_t len, long arg), long arg)
@@ -88,8 +97,7 @@ static void test_other_process_writes(void)
 	char *src = map_fd(fd, len), *s;
 
 	fill(src, len, 1);
-	s = snap(NULL, src, len);
-	REQUIRE(s != MAP_FAILED, "snapshot: %s", strerror(errno));
+	s = take(src, len);
 	CHECK(!strcmp(perms_of(s), "r--p"), "perms %s", perms_of(s));
 	CHECK(check(s, len, 1) == -1, "content");
 	in_other_process(fd, len, fill_fn, 2);
@@ -127,8 +135,7 @@ static void test_write_syscall(void)
 	char *src = map_fd(fd, len), *s, *buf = map_rw(len);
 
 	fill(src, len, 20);
-	s = snap(NULL, src, len);
-	REQUIRE(s != MAP_FAILED, "snapshot: %s", strerror(errno));
+	s = take(src, len);
 	fill(buf, len, 21);
 	REQUIRE(pwrite(fd, buf, len, 0) == (ssize_t)len, "pwrite");
 	CHECK(check(src, len, 21) == -1, "pwrite reached the mapping");
@@ -147,8 +154,7 @@ static void test_holes(void)
 	char *src = map_fd(fd, len), *s;
 
 	fill(src + 8 * PAGE_SZ, PAGE_SZ, 30);
-	s = snap(NULL, src, len);
-	REQUIRE(s != MAP_FAILED, "snapshot: %s", strerror(errno));
+	s = take(src, len);
 	CHECK(all_zero(s, 8 * PAGE_SZ), "hole reads zero");
 	CHECK(check(s + 8 * PAGE_SZ, PAGE_SZ, 30) == -1, "written page");
 	fill(src, len, 31);
@@ -173,8 +179,7 @@ static void test_sparse(void)
 	for (i = 0; i < 16; i++)
 		fill(src + (i << 24), PAGE_SZ, 35 + i);
 	t0 = now_sec();
-	s = snap(NULL, src, len);
-	REQUIRE(s != MAP_FAILED, "snapshot: %s", strerror(errno));
+	s = take(src, len);
 	NOTE("1 GB memfd, 16 pages written: snapshot in %.3f ms",
 	     (now_sec() - t0) * 1e3);
 	for (i = 0; i < 16; i++)
@@ -197,8 +202,7 @@ static void test_punch_and_truncate(void)
 	char *src = map_fd(fd, len), *s;
 
 	fill(src, len, 40);
-	s = snap(NULL, src, len);
-	REQUIRE(s != MAP_FAILED, "snapshot: %s", strerror(errno));
+	s = take(src, len);
 	/* whole pages, then a range with partial pages at both ends */
 	REQUIRE(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			  4 * PAGE_SZ, 8 * PAGE_SZ) == 0, "punch");
@@ -255,8 +259,7 @@ static void test_snapshot_vma_ops(void)
 	char *src = map_fd(fd, len), *s, *m;
 
 	fill(src, len, 60);
-	s = snap(NULL, src, len);
-	REQUIRE(s != MAP_FAILED, "snapshot: %s", strerror(errno));
+	s = take(src, len);
 	errno = 0;
 	CHECK(mprotect(s, len, PROT_READ | PROT_WRITE) == -1 &&
 	      errno == EACCES, "mprotect(PROT_WRITE): %s", strerror(errno));
@@ -304,8 +307,7 @@ static void test_mprotect_upgrade(void)
 	char *src = map_fd(fd, len), *s;
 
 	fill(src, len, 70);
-	s = snap(NULL, src, len);
-	REQUIRE(s != MAP_FAILED, "snapshot: %s", strerror(errno));
+	s = take(src, len);
 	REQUIRE(mprotect(src, len, PROT_READ) == 0, "mprotect");
 	REQUIRE(mprotect(src, len, PROT_READ | PROT_WRITE) == 0, "mprotect");
 	fill(src, len, 71);
@@ -321,8 +323,7 @@ static void test_fork_holder(void)
 	pid_t pid;
 
 	fill(src, len, 80);
-	s = snap(NULL, src, len);
-	REQUIRE(s != MAP_FAILED, "snapshot: %s", strerror(errno));
+	s = take(src, len);
 	pid = fork();
 	REQUIRE(pid >= 0, "fork");
 	if (pid == 0) {
@@ -357,8 +358,7 @@ static void test_swap(void)
 	}
 	NOTE("%zu of 256 pages resident after MADV_PAGEOUT", resident);
 	CHECK(resident < 128, "pages swapped out");
-	s = snap(NULL, src, len);
-	REQUIRE(s != MAP_FAILED, "snapshot: %s", strerror(errno));
+	s = take(src, len);
 	CHECK(check(s, len, 90) == -1, "content read back from swap");
 	/* reclaim cannot take the pages a snapshot holds: it must not tear */
 	madvise(src, len, MADV_PAGEOUT);
@@ -381,8 +381,7 @@ static void test_compaction(void)
 	char *src = map_fd(fd, len), *s;
 
 	fill(src, len, 93);
-	s = snap(NULL, src, len);
-	REQUIRE(s != MAP_FAILED, "snapshot: %s", strerror(errno));
+	s = take(src, len);
 	fill(src, len / 2, 94);
 	write_file("/proc/sys/vm/compact_memory", "1");
 	CHECK(check(s, len, 93) == -1, "snapshot after compaction");
