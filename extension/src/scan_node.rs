@@ -438,11 +438,18 @@ unsafe extern "C-unwind" fn initialize_dsm(
     pg_sys::table_parallelscan_initialize(relation(node), pscan, snapshot);
     (*s).scan = pg_sys::table_beginscan_parallel(relation(node), pscan);
     restrict(s);
-    // The leader takes the snapshot; workers join it by id.
+    // The leader takes the snapshot; workers join it by id. A vm_snapshot
+    // image is the leader's own mapping: workers then read the live columns,
+    // which gives the same rows for the statement's MVCC snapshot, more slowly.
     let id = match take_snapshot(s, snapshot) {
         Some(a) => {
             scan::use_snapshot((*s).scan, a.snap);
-            a.id
+            let table = table_of(relation(node));
+            if table.snapshot(crate::shmem::arena(), a.snap).process_local() {
+                0
+            } else {
+                a.id
+            }
         }
         None => 0,
     };
@@ -473,10 +480,6 @@ unsafe extern "C-unwind" fn initialize_worker(
         let table = table_of(relation(node));
         match snapshots::attach(table, id) {
             Some(snap) => scan::use_snapshot((*s).scan, snap),
-            // A vm_snapshot image is a mapping of the leader's: this worker
-            // reads the live columns, which gives the same rows for the
-            // statement's MVCC snapshot, more slowly.
-            None if snapshots::provider() == snapshots::Provider::VmSnapshot => {}
             // the leader holds it until the workers are done
             None => pgrx::error!("anker: column snapshot {id} of the parallel scan is gone"),
         }

@@ -1024,16 +1024,22 @@ const VM_SNAPSHOT_ABI: u32 = 1;
 const MFD_SNAPSHOT: libc::c_uint = 0x0020;
 
 /// Does `vm_snapshot(2)` freeze `MAP_SHARED` mappings of `MFD_SNAPSHOT`
-/// memfds on this kernel (kernel-patch/0002)? Err says why not.
+/// memfds on this kernel (kernel-patch/0002)? Err says why not. Detected
+/// once per process, like [`vm_snapshot_syscall`].
 pub fn vm_snapshot_shared_memfd() -> Result<libc::c_long, String> {
-    let nr = vm_snapshot_syscall()?;
-    match std::fs::read_to_string(format!("{VM_SNAPSHOT_SYSFS}/shared_memfd")) {
-        Ok(s) if s.trim() == "1" => Ok(nr),
-        _ => Err(format!(
-            "this kernel's vm_snapshot only aliases shared memory ({VM_SNAPSHOT_SYSFS}/shared_memfd is missing); \
-             freezing it needs kernel-patch/0002-mm-vm_snapshot-frozen-snapshots-of-shared-memfds.patch"
-        )),
-    }
+    static DETECTED: std::sync::OnceLock<Result<libc::c_long, String>> = std::sync::OnceLock::new();
+    DETECTED
+        .get_or_init(|| {
+            let nr = vm_snapshot_syscall()?;
+            match std::fs::read_to_string(format!("{VM_SNAPSHOT_SYSFS}/shared_memfd")) {
+                Ok(s) if s.trim() == "1" => Ok(nr),
+                _ => Err(format!(
+                    "this kernel's vm_snapshot only aliases shared memory ({VM_SNAPSHOT_SYSFS}/shared_memfd is missing); \
+                     freezing it needs kernel-patch/0002-mm-vm_snapshot-frozen-snapshots-of-shared-memfds.patch"
+                )),
+            }
+        })
+        .clone()
 }
 
 /// The system call number of `vm_snapshot(2)` on the running kernel, or why

@@ -175,10 +175,16 @@ impl Snapshot {
             .collect()
     }
 
+    /// Is the snapshot a `vm_snapshot` image, readable only by the process
+    /// that created it?
+    pub fn process_local(&self) -> bool {
+        self.image != 0
+    }
+
     /// Can this process read the snapshot? Not another process's
     /// `vm_snapshot` image.
     pub fn readable_here(&self) -> bool {
-        self.image == 0 || self.creator == std::process::id()
+        !self.process_local() || self.creator == std::process::id()
     }
 
     pub fn covers(&self, arena: &Arena, cols: &[usize]) -> bool {
