@@ -154,6 +154,28 @@ DO $$ BEGIN PERFORM count(*) FROM tiny_a WHERE x >= (SELECT avg(x) FROM tiny_a);
 EXCEPTION WHEN feature_not_supported THEN RAISE NOTICE 'avg beyond DuckDB''s scale: %', SQLSTATE; END $$;
 RESET anker.olap_engine;
 SELECT count(*) FROM tiny_a WHERE x >= (SELECT avg(x) FROM tiny_a);
+-- Short numerics (up to 8 digits) carry their scaled value in the column slot, which
+-- DuckDB's scan reads instead of the digits; longer ones are parsed. Both in one column,
+-- DuckDB's 2-, 4- and 8-byte DECIMALs, after in-place updates, one rolled back, an ALTER
+-- that keeps the stored values (numeric(9,3) to (12,3)) and one that rewrites them.
+CREATE TABLE dec_a (p4 numeric(4,1), p9 numeric(9,3), p18 numeric(18,4)) USING anker;
+INSERT INTO dec_a SELECT (i % 2000 - 1000) / 10.0, (i * 7919 % 2000000 - 1000000) / 1000.0,
+       CASE WHEN i % 3 = 0 THEN i * 123456789.1234 ELSE (i % 100 - 50) / 4.0 END
+FROM generate_series(1, 5000) i;
+INSERT INTO dec_a VALUES (0, 0, 0), (999.9, -999999.999, 99999999999999.9999), (-0.1, 0.001, -0.0001), (NULL, NULL, NULL);
+UPDATE dec_a SET p9 = p9 + 1.5 WHERE p4 > 90;
+BEGIN;
+UPDATE dec_a SET p18 = p18 * 2 WHERE p4 < 0;
+ROLLBACK;
+CREATE TABLE dec_h USING heap AS SELECT * FROM dec_a;
+SELECT olap_check('SELECT sum(p4), sum(p9), sum(p18), min(p18), max(p9), count(*) FILTER (WHERE p18 > 1000) FROM dec@');
+SELECT olap_check('SELECT p4, p9, p18 FROM dec@ WHERE p4 BETWEEN -1.5 AND 1.5 OR p18 > 10000000 OR p9 < -999999');
+ALTER TABLE dec_a ALTER COLUMN p9 TYPE numeric(12,3);
+ALTER TABLE dec_h ALTER COLUMN p9 TYPE numeric(12,3);
+SELECT olap_check('SELECT sum(p9), max(p9), count(*) FILTER (WHERE p9 = 0.001) FROM dec@');
+ALTER TABLE dec_a ALTER COLUMN p4 TYPE numeric(6,2);
+ALTER TABLE dec_h ALTER COLUMN p4 TYPE numeric(6,2);
+SELECT olap_check('SELECT sum(p4), sum(p9), min(p4), max(p9), count(*) FILTER (WHERE p4 = -0.1) FROM dec@');
 -- What stays in PostgreSQL, and why.
 SELECT olap_check('SELECT g, avg(n) FROM olap@ GROUP BY g ORDER BY 2', true);
 SELECT olap_check('SELECT avg(DISTINCT g) FROM olap@');

@@ -15,6 +15,7 @@
 //!
 //! Dropped attributes store nothing (they are always NULL).
 
+use anker_engine::decimal::SLOT_NUMERIC_MAX;
 use anker_engine::table::{ColumnSpec, Value, ValueRef, VAR_SLOT};
 use pgrx::pg_sys;
 
@@ -48,6 +49,8 @@ enum Enc {
     Fixed([u8; 8], usize),
     FixedRef(*const u8, usize),
     Inline([u8; VAR_SLOT]),
+    /// A short numeric's varlena: its bytes and length.
+    Numeric([u8; SLOT_NUMERIC_MAX], usize),
     BlobRef(*const u8, usize),
     BlobOwned(Vec<u8>),
 }
@@ -139,29 +142,27 @@ impl Encoder {
                     p = pg_sys::pg_detoast_datum_packed(p as *mut pg_sys::varlena) as *const u8;
                 }
                 let total = varsize_any(p);
-                if is_1b(p) {
-                    let payload = total - 1;
-                    if payload < VAR_SLOT {
-                        let mut slot = [0u8; VAR_SLOT];
-                        std::ptr::copy_nonoverlapping(p, slot.as_mut_ptr(), total);
-                        Enc::Inline(slot)
-                    } else {
-                        // Re-header as a 4-byte varlena for the blob.
-                        let mut v = Vec::with_capacity(payload + 4);
-                        v.extend_from_slice(&(((payload + 4) as u32) << 2).to_ne_bytes());
-                        v.extend_from_slice(std::slice::from_raw_parts(p.add(1), payload));
-                        Enc::BlobOwned(v)
-                    }
+                let header = if is_1b(p) { 1 } else { 4 };
+                let payload = total - header;
+                if att.atttypid == pg_sys::NUMERICOID && payload < SLOT_NUMERIC_MAX {
+                    let mut v = [0u8; SLOT_NUMERIC_MAX];
+                    v[0] = (((payload + 1) as u8) << 1) | 1;
+                    std::ptr::copy_nonoverlapping(p.add(header), v.as_mut_ptr().add(1), payload);
+                    Enc::Numeric(v, payload + 1)
+                } else if payload < VAR_SLOT {
+                    // as a short varlena, whatever header it came with
+                    let mut slot = [0u8; VAR_SLOT];
+                    slot[0] = (((payload + 1) as u8) << 1) | 1;
+                    std::ptr::copy_nonoverlapping(p.add(header), slot.as_mut_ptr().add(1), payload);
+                    Enc::Inline(slot)
+                } else if header == 1 {
+                    // Re-header as a 4-byte varlena for the blob.
+                    let mut v = Vec::with_capacity(payload + 4);
+                    v.extend_from_slice(&(((payload + 4) as u32) << 2).to_ne_bytes());
+                    v.extend_from_slice(std::slice::from_raw_parts(p.add(1), payload));
+                    Enc::BlobOwned(v)
                 } else {
-                    let payload = total - 4;
-                    if payload < VAR_SLOT {
-                        let mut slot = [0u8; VAR_SLOT];
-                        slot[0] = (((payload + 1) as u8) << 1) | 1;
-                        std::ptr::copy_nonoverlapping(p.add(4), slot.as_mut_ptr().add(1), payload);
-                        Enc::Inline(slot)
-                    } else {
-                        Enc::BlobRef(p, total)
-                    }
+                    Enc::BlobRef(p, total)
                 }
             };
             self.encs.push(enc);
@@ -181,6 +182,7 @@ impl Encoder {
                 // SAFETY: encode's contract keeps the datums alive.
                 Enc::FixedRef(p, n) => Value::Fixed(unsafe { std::slice::from_raw_parts(*p, *n) }),
                 Enc::Inline(s) => Value::Inline(&s[..]),
+                Enc::Numeric(v, n) => Value::Numeric(&v[..*n]),
                 // SAFETY: as above.
                 Enc::BlobRef(p, n) => Value::Blob(unsafe { std::slice::from_raw_parts(*p, *n) }),
                 Enc::BlobOwned(v) => Value::Blob(v),

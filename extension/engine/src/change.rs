@@ -39,6 +39,8 @@ pub enum Val<'a> {
     Fixed(&'a [u8]),
     Inline(&'a [u8]),
     Blob(&'a [u8]),
+    /// A short numeric's varlena ([`Value::Numeric`]): logged without the slot's tag.
+    Numeric(&'a [u8]),
 }
 
 impl<'a> Val<'a> {
@@ -48,6 +50,7 @@ impl<'a> Val<'a> {
             Value::Fixed(b) => Val::Fixed(b),
             Value::Inline(b) => Val::Inline(b),
             Value::Blob(b) => Val::Blob(b),
+            Value::Numeric(b) => Val::Numeric(b),
         }
     }
 
@@ -57,6 +60,7 @@ impl<'a> Val<'a> {
             Val::Fixed(b) => Value::Fixed(b),
             Val::Inline(b) => Value::Inline(b),
             Val::Blob(b) => Value::Blob(b),
+            Val::Numeric(b) => Value::Numeric(b),
         }
     }
 
@@ -68,7 +72,10 @@ impl<'a> Val<'a> {
         match v {
             ValueRef::Null => Val::Null,
             ValueRef::Fixed(p) => Val::Fixed(std::slice::from_raw_parts(p, 1 << spec.width_shift)),
-            ValueRef::Inline(p) => Val::Inline(std::slice::from_raw_parts(p, VAR_SLOT)),
+            ValueRef::Inline(p) => {
+                let slot = std::slice::from_raw_parts(p, VAR_SLOT);
+                crate::decimal::tagged_numeric(slot).map_or(Val::Inline(slot), Val::Numeric)
+            }
             ValueRef::Blob(p, n) => Val::Blob(std::slice::from_raw_parts(p, n as usize)),
         }
     }
@@ -166,6 +173,9 @@ const V_NULL: u64 = 0;
 const V_FIXED: u64 = 1;
 const V_INLINE: u64 = 2;
 const V_BLOB: u64 = 3;
+/// V_NULL's tag with a length: a short numeric ([`Val::Numeric`]), its varlena only
+/// (the tag and scaled value are computed again when it is stored).
+const V_NUMERIC: u64 = V_NULL;
 
 /// `b` without its trailing zero bytes.
 fn trim_zeros(b: &[u8]) -> &[u8] {
@@ -192,6 +202,7 @@ impl Writer<'_> {
             Val::Fixed(b) => self.tagged(V_FIXED, trim_zeros(b)),
             Val::Inline(b) => self.tagged(V_INLINE, trim_zeros(b)),
             Val::Blob(b) => self.tagged(V_BLOB, b),
+            Val::Numeric(b) => self.tagged(V_NUMERIC, b),
         }
     }
     fn spec(&mut self, s: ColumnSpec, state: ColumnState) {
@@ -227,6 +238,13 @@ impl<'a> Reader<'a> {
         let n = usize::try_from(v >> 2).map_err(|_| DecodeError::BadNumber)?;
         Ok(match v & 3 {
             V_NULL if n == 0 => Val::Null,
+            V_NUMERIC => {
+                let b = self.take(n)?;
+                if n > crate::decimal::SLOT_NUMERIC_MAX || usize::from(b[0]) != (n << 1) | 1 {
+                    return Err(DecodeError::BadValue(V_NUMERIC as u8));
+                }
+                Val::Numeric(b)
+            }
             V_FIXED => Val::Fixed(self.take(n)?),
             V_INLINE => Val::Inline(self.take(n)?),
             V_BLOB => Val::Blob(self.take(n)?),
@@ -800,7 +818,7 @@ mod tests {
                 cmin: 0,
                 flags: 3,
                 locker: 0,
-                values: vec![Val::Null, Val::Fixed(&[5, 0, 0, 0]), Val::Fixed(&[0; 8]), Val::Inline(&[9, b'a', 0, 0]), Val::Blob(&blob)],
+                values: vec![Val::Null, Val::Fixed(&[5, 0, 0, 0]), Val::Fixed(&[0; 8]), Val::Inline(&[9, b'a', 0, 0]), Val::Blob(&blob), Val::Numeric(&[11, 0x00, 0x81, 0x0C, 0])],
             },
             Change::Modify { row: 7, change: RowChange { xmin: None, xmax: Some((9, 2)), set_flags: 0x40, clear_flags: 0, locker: None, next: Some(8) } },
             Change::Modify { row: 7, change: RowChange { xmin: Some(3), xmax: None, set_flags: 0, clear_flags: 1, locker: Some(0), next: None } },

@@ -23,6 +23,7 @@
 
 use crate::arena::{AllocError, AllocResult, Arena, Heap, Off, PageOwner, NULL_OFF, PAGE_SIZE};
 use crate::column::{bits, page_no_off, PageTable, Replaced};
+use crate::decimal;
 use crate::sync::{RwLatch, SpinLock};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -76,6 +77,10 @@ pub enum Value<'a> {
     Inline(&'a [u8]),
     /// Variable-length bytes stored out of line in a blob.
     Blob(&'a [u8]),
+    /// A numeric's short varlena of at most [`decimal::SLOT_NUMERIC_MAX`] bytes, stored
+    /// inline with its scaled value beside it ([`decimal::numeric_slot`]); read back as
+    /// [`ValueRef::Inline`].
+    Numeric(&'a [u8]),
 }
 
 /// Ask the CPU to start loading the cache line at `p` (no effect on
@@ -1276,6 +1281,7 @@ impl Table {
                 debug_assert!(b.len() <= VAR_SLOT && !b.is_empty() && b[0] != 0);
                 write_fixed(dst, VAR_SLOT, b)
             }
+            Value::Numeric(b) => write_fixed(dst, VAR_SLOT, &decimal::numeric_slot(b)),
             Value::Blob(b) => {
                 let mut slot = [0u8; VAR_SLOT];
                 slot[4..8].copy_from_slice(&(b.len() as u32).to_ne_bytes());

@@ -507,6 +507,10 @@ impl Table {
                         crate::change::Val::Fixed(b) | crate::change::Val::Inline(b) => {
                             std::ptr::copy_nonoverlapping(b.as_ptr(), data, b.len().min(width));
                         }
+                        crate::change::Val::Numeric(b) => {
+                            let slot = crate::decimal::numeric_slot(b);
+                            std::ptr::copy_nonoverlapping(slot.as_ptr(), data, slot.len().min(width));
+                        }
                         crate::change::Val::Blob(b) => {
                             let blob = self.heap.alloc(arena, b.len().max(1))?;
                             std::ptr::copy_nonoverlapping(b.as_ptr(), arena.ptr::<u8>(blob), b.len());

@@ -16,7 +16,7 @@ use crate::storage::table_of;
 use crate::tam::scan::{self as tscan, Reader, RowSink};
 use anker_engine::arena::{Arena, Off};
 use anker_engine::decimal;
-use anker_engine::table::{decode_slot, ColCache, Cursor, Run, Table, ValueRef};
+use anker_engine::table::{decode_slot, ColCache, Cursor, Run, Table, ValueRef, VAR_SLOT};
 use pgrx::pg_sys;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
@@ -693,9 +693,15 @@ impl Writer {
             }
             Kind::Decimal(digits, scale) => {
                 // The hottest conversion (CH-benCHmark's amounts and quantities): one loop
-                // per DuckDB storage width.
+                // per DuckDB storage width. Short numerics carry their scaled value in the
+                // slot (`decimal::numeric_slot`); the rest are parsed.
+                let tagged = width == VAR_SLOT;
                 let units = |i: usize| {
-                    let p = match decode_slot(arena, cc.kind(), run.values.add(i * width)) {
+                    let slot = run.values.add(i * width);
+                    if let Some(u) = if tagged { decimal::slot_units(slot, scale as u32) } else { None } {
+                        return Ok(u as i128);
+                    }
+                    let p = match decode_slot(arena, cc.kind(), slot) {
                         ValueRef::Null => return Err(MALFORMED.to_string()),
                         ValueRef::Fixed(p) | ValueRef::Inline(p) | ValueRef::Blob(p, _) => p,
                     };

@@ -714,6 +714,9 @@ unsafe fn column_changed(table: &Table, row: u64, i: usize, new: &Value) -> bool
             let stored = std::slice::from_raw_parts(p, anker_engine::table::VAR_SLOT);
             stored[..b.len()] == **b && stored[b.len()..].iter().all(|&x| x == 0)
         }
+        (ValueRef::Inline(p), Value::Numeric(b)) => {
+            std::slice::from_raw_parts(p, anker_engine::table::VAR_SLOT) == anker_engine::decimal::numeric_slot(b)
+        }
         (ValueRef::Blob(p, n), Value::Blob(b)) => std::slice::from_raw_parts(p, n as usize) == *b,
         _ => false,
     };
