@@ -311,3 +311,22 @@ EXECUTE p3(1);
 SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'p3';
 DEALLOCATE p3;
 RESET anker.olap_engine;
+-- DuckDB reads text as UTF-8: in a database of another encoding only ASCII is handed over
+-- (LATIN1's 'Ã©' is two characters to PostgreSQL and one, 'é', to DuckDB).
+\set regress_db :DBNAME
+CREATE DATABASE anker_latin1 TEMPLATE template0 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C';
+\c anker_latin1
+SET client_min_messages = warning;
+CREATE EXTENSION anker;
+CREATE TABLE lat_a (id int, t text) USING anker;
+INSERT INTO lat_a SELECT i, 'cafe' || i FROM generate_series(1, 100) i;
+SET anker.olap_min_cost = 0;
+SET anker.olap_engine = duckdb;
+SELECT count(*), max(t) FROM lat_a WHERE t LIKE 'cafe1_';
+EXPLAIN (COSTS OFF) SELECT count(*) FROM lat_a WHERE t = E'caf\xe9';
+INSERT INTO lat_a VALUES (0, E'caf\xc3\xa9');
+SELECT count(*) FROM lat_a WHERE t LIKE 'caf_';
+SET anker.olap_engine = postgres;
+SELECT count(*) FROM lat_a WHERE t LIKE 'caf_';
+\c :regress_db
+DROP DATABASE anker_latin1;

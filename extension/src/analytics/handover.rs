@@ -356,6 +356,9 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, stmt: 
     add_or_restrictions(copy);
     let avgs = avg::mark(copy);
     let sql = avg::emulate(&deparse(copy), &avgs).map_err(|e| format!("DuckDB cannot be given avg: {e}"))?;
+    if !utf8_database() && !sql.is_ascii() {
+        return Err("the query's text is not ASCII and the database encoding is not UTF8 (DuckDB reads UTF-8)".into());
+    }
     let mut tables = vec![];
     let mut names: HashMap<String, i64> = HashMap::new();
     let mut registered = vec![];
@@ -400,6 +403,15 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, stmt: 
         })
         .collect();
     Ok(Handover { sql, tables, ordered, leaves, outputs: split.outputs })
+}
+
+/// DuckDB reads text as UTF-8. In a database of another encoding only ASCII, which every
+/// server encoding shares with UTF-8, is handed over: the query's text here, the values in
+/// `anker_scan` (others raise 0A000). Otherwise `LIKE 'caf_'` matched LATIN1's two-byte
+/// 'Ã©' as DuckDB's one-character 'é'.
+pub fn utf8_database() -> bool {
+    // SAFETY: reads the backend's database encoding, set at connection start.
+    unsafe { pg_sys::GetDatabaseEncoding() == pg_sys::pg_enc::PG_UTF8 as i32 }
 }
 
 /// The query's text for DuckDB: constants written in the formats DuckDB reads (ISO dates,

@@ -102,6 +102,8 @@ pub struct Column {
     pub kind: Option<Kind>,
     /// Infinite dates and timestamps are an error (DuckDB's EXTRACT makes them NULL).
     pub finite: bool,
+    /// Text other than ASCII is an error (a database encoding other than UTF8).
+    pub ascii: bool,
 }
 
 /// A unit of work: rows of the frozen columns, or copied rows.
@@ -167,6 +169,7 @@ unsafe impl Sync for Input {}
 impl Input {
     /// The columns of relation `rel` (open), without data.
     pub unsafe fn describe(rel: pg_sys::Relation) -> Input {
+        let utf8 = super::handover::utf8_database();
         let columns = datum::attrs((*rel).rd_att)
             .iter()
             .enumerate()
@@ -176,6 +179,7 @@ impl Input {
                 att: i,
                 kind: Kind::of(a.atttypid, a.atttypmod),
                 finite: false,
+                ascii: !utf8,
             })
             .collect();
         let estimated_rows = (*(*rel).rd_rel).reltuples.max(0.0) as u64;
@@ -573,7 +577,7 @@ unsafe fn scan_body(info: duckdb_function_info, out: duckdb_data_chunk) {
         }
         let col = &g.input.columns[p as usize];
         let kind = col.kind.expect("checked by init");
-        let mut w = Writer { finite: col.finite, vec, data: duckdb_vector_get_data(vec), validity: std::ptr::null_mut() };
+        let mut w = Writer { finite: col.finite, ascii: col.ascii, vec, data: duckdb_vector_get_data(vec), validity: std::ptr::null_mut() };
         let result = match unit {
             Unit::Rows(lo, _) => {
                 let cc = local.caches[j].as_mut().expect("a snapshot column");
@@ -603,6 +607,7 @@ unsafe fn scan_body(info: duckdb_function_info, out: duckdb_data_chunk) {
 
 const NOT_EXACT: &str = "anker: a numeric value DuckDB cannot read exactly (NaN, infinity, or more digits than its type)";
 const MALFORMED: &str = "anker: a column page holds no value for a row that is not NULL";
+const NOT_ASCII: &str = "anker: DuckDB reads text as UTF-8, and a value is not ASCII in a database whose encoding is not UTF8; run the query with anker.olap_engine = postgres";
 const INFINITE: &str = "anker: DuckDB cannot EXTRACT fields of infinite dates or timestamps as PostgreSQL does; run the query with anker.olap_engine = postgres";
 
 /// A PostgreSQL date as DuckDB's: days since 1970 instead of 2000; PostgreSQL's ±infinity
@@ -631,6 +636,7 @@ fn duck_timestamp(t: i64, finite: bool) -> Result<i64, String> {
 /// Fills one output vector.
 struct Writer {
     finite: bool,
+    ascii: bool,
     vec: duckdb_vector,
     data: *mut c_void,
     validity: *mut u64,
@@ -763,6 +769,9 @@ impl Writer {
                     while let [rest @ .., b' '] = s {
                         s = rest;
                     }
+                }
+                if self.ascii && !s.is_ascii() {
+                    return Err(NOT_ASCII.into());
                 }
                 duckdb_vector_assign_string_element_len(self.vec, k as u64, s.as_ptr() as *const c_char, s.len() as u64);
             }
