@@ -448,10 +448,12 @@ pub unsafe fn set_join_order(con: &super::duckdb::Connection, ordered: bool) -> 
 /// The join tree of a PostgreSQL plan, as far as DuckDB can follow it. Range-table indexes
 /// are those of the PlannedStmt's flattened range table.
 enum PlanTree {
-    Scan(i32),
+    /// A scan and PostgreSQL's estimate of its rows (NaN where that is per loop of a
+    /// parameterized scan, not what DuckDB reading the whole table gets).
+    Scan(i32, f64),
     /// An inner join: its outer (probe) side, then its inner (build) side, the sides
-    /// DuckDB's hash join gives them too.
-    Join(Box<PlanTree>, Box<PlanTree>),
+    /// DuckDB's hash join gives them too; and the estimate of its rows.
+    Join(Box<PlanTree>, Box<PlanTree>, f64),
     /// An aggregate or the like: the top of a query level, or the plan of a sub-query in
     /// FROM, with the index of its SubqueryScan unless PostgreSQL removed that node.
     Above(Option<i32>, Option<Box<PlanTree>>),
@@ -461,8 +463,8 @@ impl PlanTree {
     /// The range-table indexes this tree joins at its own level.
     fn scans(&self, out: &mut Vec<i32>) {
         match self {
-            PlanTree::Scan(i) | PlanTree::Above(Some(i), _) => out.push(*i),
-            PlanTree::Join(l, r) => {
+            PlanTree::Scan(i, _) | PlanTree::Above(Some(i), _) => out.push(*i),
+            PlanTree::Join(l, r, _) => {
                 l.scans(out);
                 r.scans(out);
             }
@@ -471,27 +473,33 @@ impl PlanTree {
     }
 }
 
-unsafe fn plan_tree(plan: *mut pg_sys::Plan) -> Option<PlanTree> {
+/// `per_loop`: the plan is the inner side of a nested loop that passes it parameters.
+unsafe fn plan_tree(plan: *mut pg_sys::Plan, per_loop: bool) -> Option<PlanTree> {
     use pg_sys::NodeTag::*;
     if plan.is_null() {
         return None;
     }
     // Only for nodes that are scans.
     let scanrelid = || (*(plan as *mut pg_sys::Scan)).scanrelid as i32;
+    let rows = if per_loop { f64::NAN } else { (*plan).plan_rows };
     Some(match (*plan).type_ {
-        T_SeqScan | T_IndexScan | T_IndexOnlyScan | T_BitmapHeapScan | T_TidScan | T_TidRangeScan | T_SampleScan => PlanTree::Scan(scanrelid()),
-        T_CustomScan if scanrelid() > 0 => PlanTree::Scan(scanrelid()),
-        T_SubqueryScan => PlanTree::Above(Some(scanrelid()), plan_tree((*(plan as *mut pg_sys::SubqueryScan)).subplan).map(Box::new)),
+        T_SeqScan | T_IndexScan | T_IndexOnlyScan | T_BitmapHeapScan | T_TidScan | T_TidRangeScan | T_SampleScan => PlanTree::Scan(scanrelid(), rows),
+        T_CustomScan if scanrelid() > 0 => PlanTree::Scan(scanrelid(), rows),
+        T_SubqueryScan => PlanTree::Above(Some(scanrelid()), plan_tree((*(plan as *mut pg_sys::SubqueryScan)).subplan, false).map(Box::new)),
         T_NestLoop | T_HashJoin | T_MergeJoin => match (*(plan as *mut pg_sys::Join)).jointype {
             // The inner side of a semi- or anti-join of a pulled-up EXISTS/IN is the
             // sub-query's, which DuckDB joins as it decorrelates the sub-query.
-            pg_sys::JoinType::JOIN_SEMI | pg_sys::JoinType::JOIN_ANTI => plan_tree((*plan).lefttree)?,
-            pg_sys::JoinType::JOIN_INNER => PlanTree::Join(Box::new(plan_tree((*plan).lefttree)?), Box::new(plan_tree((*plan).righttree)?)),
+            pg_sys::JoinType::JOIN_SEMI | pg_sys::JoinType::JOIN_ANTI => plan_tree((*plan).lefttree, per_loop)?,
+            pg_sys::JoinType::JOIN_INNER => {
+                let parameterized = (*plan).type_ == T_NestLoop && !(*(plan as *mut pg_sys::NestLoop)).nestParams.is_null();
+                let (outer, inner) = (plan_tree((*plan).lefttree, per_loop)?, plan_tree((*plan).righttree, per_loop || parameterized)?);
+                PlanTree::Join(Box::new(outer), Box::new(inner), rows)
+            }
             _ => return None,
         },
-        T_Agg | T_Group | T_Unique | T_Limit | T_WindowAgg => PlanTree::Above(None, Some(Box::new(plan_tree((*plan).lefttree)?))),
+        T_Agg | T_Group | T_Unique | T_Limit | T_WindowAgg => PlanTree::Above(None, Some(Box::new(plan_tree((*plan).lefttree, per_loop)?))),
         T_Hash | T_Material | T_Memoize | T_Sort | T_IncrementalSort | T_Result | T_Gather | T_GatherMerge if (*plan).righttree.is_null() => {
-            plan_tree((*plan).lefttree)?
+            plan_tree((*plan).lefttree, per_loop)?
         }
         _ => return None,
     })
@@ -499,20 +507,60 @@ unsafe fn plan_tree(plan: *mut pg_sys::Plan) -> Option<PlanTree> {
 
 /// The join tree of one query level, over its own range-table indexes.
 enum JoinTree {
-    Item(i32),
-    Join(Box<JoinTree>, Box<JoinTree>),
+    /// A FROM item and the estimate of its rows (NaN: not known).
+    Item(i32, f64),
+    /// Probe side, build side, estimated rows.
+    Join(Box<JoinTree>, Box<JoinTree>, f64),
 }
 
 impl JoinTree {
     fn items(&self, out: &mut Vec<i32>) {
         match self {
-            JoinTree::Item(i) => out.push(*i),
-            JoinTree::Join(l, r) => {
+            JoinTree::Item(i, _) => out.push(*i),
+            JoinTree::Join(l, r, _) => {
                 l.items(out);
                 r.items(out);
             }
         }
     }
+
+    fn rows(&self) -> f64 {
+        match self {
+            JoinTree::Item(_, rows) | JoinTree::Join(_, _, rows) => *rows,
+        }
+    }
+
+    /// PostgreSQL joins a dimension's own dimension last: `(stock ⋈ supplier) ⋈ nation`
+    /// with nation filtered to one row, in CH-benCHmark Q11 and Q21, where its cost model
+    /// sees little difference. DuckDB then carries every row of `stock ⋈ supplier`
+    /// (400,000) into a second hash join. Joining the dimension first, `stock ⋈ (supplier ⋈
+    /// nation)`, builds one hash table of the few suppliers left and probes it once.
+    /// Rewritten so when the item joined last (`c`) shares conditions with the inner side
+    /// (`b`) and none with the outer (`a`), and by PostgreSQL's estimates `b ⋈ c` (b's
+    /// rows times the fraction of `a ⋈ b` that joining `c` keeps) is smaller than `a ⋈ b`.
+    /// Inner joins with every condition in WHERE: any order gives the same rows.
+    fn dimensions_first(self, groups: &[*mut pg_sys::Bitmapset]) -> JoinTree {
+        let JoinTree::Join(l, c, rows) = self else { return self };
+        let (l, c) = (l.dimensions_first(groups), c.dimensions_first(groups));
+        match l {
+            JoinTree::Join(a, b, ab_rows) if shares(groups, &b, &c) && !shares(groups, &a, &c) && b.rows() * rows / ab_rows < ab_rows => {
+                let bc_rows = b.rows() * rows / ab_rows;
+                JoinTree::Join(a, Box::new(JoinTree::Join(b, Box::new(c), bc_rows)), rows)
+            }
+            l => JoinTree::Join(Box::new(l), Box::new(c), rows),
+        }
+    }
+}
+
+/// Does some WHERE condition (or class of equal expressions: `groups`, from
+/// [`join_groups`]) read relations of both `x` and `y`?
+fn shares(groups: &[*mut pg_sys::Bitmapset], x: &JoinTree, y: &JoinTree) -> bool {
+    let (mut xs, mut ys) = (vec![], vec![]);
+    x.items(&mut xs);
+    y.items(&mut ys);
+    // SAFETY: the groups are Bitmapsets join_groups made.
+    let spans = |g: *mut pg_sys::Bitmapset, side: &[i32]| side.iter().any(|&i| unsafe { pg_sys::bms_is_member(i, g) });
+    groups.iter().any(|&g| spans(g, &xs) && spans(g, &ys))
 }
 
 /// One query level being matched with a plan: the query, where its range table starts in
@@ -589,9 +637,9 @@ impl Level {
     unsafe fn resolve(&self, t: &PlanTree, from: &[i32], used: &mut Vec<i32>) -> Result<Option<JoinTree>, ()> {
         let local = |i: i32| Some(i - self.offset).filter(|l| from.contains(l));
         Ok(match t {
-            PlanTree::Scan(i) => local(*i).map(JoinTree::Item),
-            PlanTree::Join(l, r) => match (self.resolve(l, from, used)?, self.resolve(r, from, used)?) {
-                (Some(l), Some(r)) => Some(JoinTree::Join(Box::new(l), Box::new(r))),
+            PlanTree::Scan(i, rows) => local(*i).map(|i| JoinTree::Item(i, *rows)),
+            PlanTree::Join(l, r, rows) => match (self.resolve(l, from, used)?, self.resolve(r, from, used)?) {
+                (Some(l), Some(r)) => Some(JoinTree::Join(Box::new(l), Box::new(r), *rows)),
                 (one, None) | (None, one) => one,
             },
             PlanTree::Above(Some(s), inner) => {
@@ -600,7 +648,7 @@ impl Level {
                     self.order_subquery(s, inner);
                 }
                 used.push(s);
-                Some(JoinTree::Item(s))
+                Some(JoinTree::Item(s, f64::NAN))
             }
             PlanTree::Above(None, Some(inner)) => {
                 let mut scans = vec![];
@@ -615,7 +663,7 @@ impl Level {
                 };
                 self.order_subquery(s, inner);
                 used.push(s);
-                Some(JoinTree::Item(s))
+                Some(JoinTree::Item(s, f64::NAN))
             }
             PlanTree::Above(None, None) => return Err(()),
         })
@@ -667,7 +715,9 @@ impl Level {
         let mut listed = from.clone();
         listed.sort_unstable();
         items.sort_unstable();
-        if listed != items || !connected(self.q, &tree) {
+        let groups = join_groups(self.q);
+        let tree = tree.dimensions_first(&groups);
+        if listed != items || !connected(&tree, &groups) {
             return None;
         }
         (*(*self.q).jointree).fromlist = node_list([self.fromlist_item(&tree)]);
@@ -678,13 +728,13 @@ impl Level {
     /// join conditions; DuckDB's filter pushdown makes them the joins').
     unsafe fn fromlist_item(&self, t: &JoinTree) -> *mut pg_sys::Node {
         let (l, r) = match t {
-            JoinTree::Item(i) => {
+            JoinTree::Item(i, _) => {
                 let r = pg_sys::palloc0(std::mem::size_of::<pg_sys::RangeTblRef>()) as *mut pg_sys::RangeTblRef;
                 (*r).type_ = pg_sys::NodeTag::T_RangeTblRef;
                 (*r).rtindex = *i;
                 return r as *mut pg_sys::Node;
             }
-            JoinTree::Join(l, r) => (self.fromlist_item(l), self.fromlist_item(r)),
+            JoinTree::Join(l, r, _) => (self.fromlist_item(l), self.fromlist_item(r)),
         };
         // ruleutils prints a JoinExpr from its RTE_JOIN: the join's columns, those of the
         // left side then those of the right, as the parser would have made them.
@@ -732,7 +782,7 @@ impl Level {
 /// DuckDB's optimizer chooses (from the scans' row counts), also for the sub-queries in
 /// WHERE, whose order the plan does not give (CH Q20 ran 4x slower in their written order).
 unsafe fn follow_join_order(q: *mut pg_sys::Query, stmt: *mut pg_sys::PlannedStmt) -> bool {
-    let Some(tree) = plan_tree((*stmt).planTree) else { return false };
+    let Some(tree) = plan_tree((*stmt).planTree, false) else { return false };
     Level { q, offset: 0, flat: (*stmt).rtable }.follow(&tree).is_some_and(|items| items >= 3)
 }
 
@@ -789,12 +839,11 @@ unsafe fn relations_joined(n: *mut pg_sys::Node) -> usize {
     }
 }
 
-/// Do the two sides of every join of `tree` share a WHERE condition (so that DuckDB joins
-/// them on it, not as a cross product)? Equalities are transitive, as they are to both
-/// planners: `a.x = b.y AND b.y = c.z` joins a and c.
-unsafe fn connected(q: *mut pg_sys::Query, tree: &JoinTree) -> bool {
+/// The relations each WHERE condition of `q`, or class of equal expressions, spans.
+/// Equalities are transitive, as they are to both planners: `a.x = b.y AND b.y = c.z`
+/// joins a and c.
+unsafe fn join_groups(q: *mut pg_sys::Query) -> Vec<*mut pg_sys::Bitmapset> {
     let conjuncts = pg_sys::make_ands_implicit((*(*q).jointree).quals as *mut pg_sys::Expr);
-    // Groups of relations a condition, or a class of equal expressions, spans.
     let mut groups: Vec<*mut pg_sys::Bitmapset> = vec![];
     let mut classes: Vec<(Vec<String>, *mut pg_sys::Bitmapset)> = vec![];
     for c in list_cells(conjuncts) {
@@ -821,16 +870,14 @@ unsafe fn connected(q: *mut pg_sys::Query, tree: &JoinTree) -> bool {
         classes.push(merged);
     }
     groups.extend(classes.iter().map(|(_, rels)| *rels));
-    fn joins_connected(t: &JoinTree, groups: &[*mut pg_sys::Bitmapset]) -> bool {
-        let JoinTree::Join(l, r) = t else { return true };
-        let (mut left, mut right) = (vec![], vec![]);
-        l.items(&mut left);
-        r.items(&mut right);
-        // SAFETY: the groups are Bitmapsets made above.
-        let spans = |g: *mut pg_sys::Bitmapset, side: &[i32]| side.iter().any(|&i| unsafe { pg_sys::bms_is_member(i, g) });
-        groups.iter().any(|&g| spans(g, &left) && spans(g, &right)) && joins_connected(l, groups) && joins_connected(r, groups)
-    }
-    joins_connected(tree, &groups)
+    groups
+}
+
+/// Do the two sides of every join of `tree` share a WHERE condition (so that DuckDB joins
+/// them on it, not as a cross product)?
+fn connected(tree: &JoinTree, groups: &[*mut pg_sys::Bitmapset]) -> bool {
+    let JoinTree::Join(l, r, _) = tree else { return true };
+    shares(groups, l, r) && connected(l, groups) && connected(r, groups)
 }
 
 /// An expression as text, without the query-text locations its nodes carry (the same
