@@ -76,6 +76,19 @@ pub struct duckdb_string_t {
 }
 
 impl duckdb_string_t {
+    /// A string of the bytes `s`, which it points at when they do not fit inline: they
+    /// must stay where they are for as long as DuckDB may read the vector.
+    pub fn borrowed(s: &[u8]) -> duckdb_string_t {
+        let mut inlined = [0u8; 12];
+        if s.len() <= 12 {
+            inlined[..s.len()].copy_from_slice(s);
+        } else {
+            inlined[..4].copy_from_slice(&s[..4]);
+            inlined[4..].copy_from_slice(&(s.as_ptr() as usize).to_ne_bytes());
+        }
+        duckdb_string_t { length: s.len() as u32, inlined }
+    }
+
     /// The bytes of the string.
     ///
     /// # Safety
@@ -141,7 +154,6 @@ extern "C" {
     pub fn duckdb_vector_get_data(v: duckdb_vector) -> *mut c_void;
     pub fn duckdb_vector_get_validity(v: duckdb_vector) -> *mut u64;
     pub fn duckdb_vector_ensure_validity_writable(v: duckdb_vector);
-    pub fn duckdb_vector_assign_string_element_len(v: duckdb_vector, i: idx_t, s: *const c_char, n: idx_t);
 
     pub fn duckdb_create_logical_type(t: duckdb_type) -> duckdb_logical_type;
     pub fn duckdb_create_decimal_type(width: u8, scale: u8) -> duckdb_logical_type;

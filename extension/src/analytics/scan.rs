@@ -773,7 +773,11 @@ impl Writer {
                 if self.ascii && !s.is_ascii() {
                     return Err(NOT_ASCII.into());
                 }
-                duckdb_vector_assign_string_element_len(self.vec, k as u64, s.as_ptr() as *const c_char, s.len() as u64);
+                // Not copied into the vector: the bytes are in frozen column pages, blobs
+                // or the copies, which the query holds until DuckDB is done with it (the
+                // node drops DuckDB's objects first). Not checked as UTF-8 either: in a
+                // UTF8 database PostgreSQL has, and elsewhere only ASCII gets here.
+                *(self.data as *mut duckdb_string_t).add(k) = duckdb_string_t::borrowed(s);
             }
         }
         Ok(())
