@@ -669,6 +669,11 @@ trait RowValues {
     fn int(&mut self, att: usize, width: usize) -> Option<i64>;
     /// A variable-length attribute (its varlena header first); None if NULL.
     fn varlena(&mut self, att: usize) -> Option<*const u8>;
+    /// A numeric as its column slot's scaled value and display scale, where the row is
+    /// read from column pages and the slot has one (`decimal::numeric_slot`).
+    fn numeric_scaled(&mut self, _att: usize) -> Option<(i64, u16)> {
+        None
+    }
 }
 
 /// Row `row` of a clean block, read from column pages.
@@ -696,6 +701,14 @@ impl RowValues for PageRow<'_> {
         // Inline slots hold a short varlena, blobs a 4-byte-header one.
         match self.reader.value(self.table, att, self.row) {
             ValueRef::Inline(p) | ValueRef::Blob(p, _) => Some(p),
+            _ => None,
+        }
+    }
+    #[inline]
+    fn numeric_scaled(&mut self, att: usize) -> Option<(i64, u16)> {
+        match self.reader.value(self.table, att, self.row) {
+            // SAFETY: an inline value is a whole 16-byte slot of a column page.
+            ValueRef::Inline(p) => unsafe { anker_engine::decimal::slot_scaled(p) },
             _ => None,
         }
     }
@@ -756,7 +769,9 @@ impl Aggregator {
                     }
                 }
                 Input::Numeric(att) => {
-                    if let Some(p) = v.varlena(att) {
+                    if let Some((units, dscale)) = v.numeric_scaled(att) {
+                        acc.add_scaled(units, dscale);
+                    } else if let Some(p) = v.varlena(att) {
                         // SAFETY: an in-memory varlena (snapshot pages are
                         // frozen; slot values live until the next row).
                         acc.add_numeric(numeric_from(unsafe { datum::varlena_payload(p) }));

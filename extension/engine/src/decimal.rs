@@ -107,20 +107,34 @@ pub fn numeric_slot(v: &[u8]) -> [u8; 16] {
 
 /// The numeric varlena of a slot [`numeric_slot`] tagged, or None for any other slot.
 pub fn tagged_numeric(slot: &[u8]) -> Option<&[u8]> {
-    (slot.len() == 16 && slot[0] & 0xF1 == 1 && slot[7] & 0xC0 == SLOT_TAG).then(|| &slot[..(slot[0] >> 1) as usize])
+    // SAFETY: 16 bytes.
+    (slot.len() == 16 && unsafe { slot_scaled(slot.as_ptr()) }.is_some()).then(|| &slot[..(slot[0] >> 1) as usize])
 }
 
-/// The value · 10^scale of the numeric in the column slot at `slot` when the slot is
-/// tagged and the numeric's display scale is `scale` (always so in a numeric(p, scale)
-/// column); None sends the caller to the varlena.
+/// The value · 10^dscale and the display scale of the numeric in the column slot at
+/// `slot`, when [`numeric_slot`] tagged it; None sends the caller to the varlena.
 ///
 /// # Safety
 /// `slot` points at 16 readable bytes.
 #[inline(always)]
-pub unsafe fn slot_units(slot: *const u8, scale: u32) -> Option<i64> {
+pub unsafe fn slot_scaled(slot: *const u8) -> Option<(i64, u16)> {
     // SAFETY: the caller's contract. A varlena of at most 7 bytes (odd first byte below
     // 16) leaves byte 7 to the tag; longer ones and blob slots never pass.
-    unsafe { (*slot & 0xF1 == 1 && u32::from(*slot.add(7)) == u32::from(SLOT_TAG) | scale).then(|| (slot.add(8) as *const i64).read_unaligned()) }
+    unsafe {
+        let tag = *slot.add(7);
+        (*slot & 0xF1 == 1 && tag & 0xC0 == SLOT_TAG).then(|| ((slot.add(8) as *const i64).read_unaligned(), u16::from(tag & 0x3F)))
+    }
+}
+
+/// [`slot_scaled`] when the numeric's display scale is `scale` (always so in a
+/// numeric(p, scale) column).
+///
+/// # Safety
+/// As for [`slot_scaled`].
+#[inline(always)]
+pub unsafe fn slot_units(slot: *const u8, scale: u32) -> Option<i64> {
+    // SAFETY: the caller's contract.
+    unsafe { slot_scaled(slot).and_then(|(units, ds)| (u32::from(ds) == scale).then_some(units)) }
 }
 
 /// PostgreSQL's `avg` of integers and numerics, `numeric_div(sum, count)`, exactly: the sum

@@ -221,10 +221,8 @@ fn run(ops: &[Op]) {
     // Redo into a fresh table of the first layout.
     let r = dir.get_or_create(&a, &[2, 2, 2, 0], &|| specs.clone()).unwrap();
     let mut entries = Entries::new(&log);
-    let mut expect = 1;
-    for (s, change) in &mut entries {
+    for (expect, (s, change)) in (1..).zip(&mut entries) {
         assert_eq!(s, expect);
-        expect += 1;
         r.replay(&a, &change).unwrap();
     }
     assert!(entries.stopped.is_none(), "{:?}", entries.stopped);
@@ -241,7 +239,7 @@ fn run(ops: &[Op]) {
     for row in 0..t.nrows() {
         t.describe_row(&a, row, |c| d.replay(&a, c).unwrap());
     }
-    assert_eq!(dump(&a, t), dump(&a, &*d), "rows described one by one");
+    assert_eq!(dump(&a, t), dump(&a, d), "rows described one by one");
     if let Some((bytes, at)) = image {
         let mut entries = Entries::new(&bytes);
         let Some((s0, Change::Create { columns })) = entries.next() else { panic!("an image starts with Create") };
