@@ -145,6 +145,18 @@ SELECT olap_check('SELECT d.name FROM dim@ d WHERE d.grp < (SELECT avg(o.g) FROM
 SELECT olap_check('SELECT s.a FROM (SELECT g, avg(n) AS a FROM olap@ GROUP BY g) s WHERE s.a > 0');
 SELECT olap_check('SELECT count(*) FROM olap@ WHERE i8 > (SELECT avg(n) FROM olap@)');
 SELECT olap_check('SELECT count(*) FROM olap@ WHERE n > (SELECT avg(i8) FROM olap@)');
+-- An integer compared with such an avg is compared as a bigint with the avg's ceil or
+-- floor (x < a is x < ceil(a), x <= a is x <= floor(a), ...): every operator, the avg on
+-- either side, averages that are integers and that are not, a scalar sub-query.
+SELECT olap_check('SELECT count(*) FROM olap@ o, (SELECT g, avg(id % 11) AS a FROM olap@ WHERE id > 0 GROUP BY g) t WHERE o.g = t.g AND o.id % 11 < t.a');
+SELECT olap_check('SELECT count(*) FROM olap@ o, (SELECT g, avg(id % 11) AS a FROM olap@ WHERE id > 0 GROUP BY g) t WHERE o.g = t.g AND o.id % 11 <= t.a');
+SELECT olap_check('SELECT count(*) FROM olap@ o, (SELECT g, avg(id % 11) AS a FROM olap@ WHERE id > 0 GROUP BY g) t WHERE o.g = t.g AND o.id % 11 > t.a');
+SELECT olap_check('SELECT count(*) FROM olap@ o, (SELECT g, avg(id % 11) AS a FROM olap@ WHERE id > 0 GROUP BY g) t WHERE o.g = t.g AND o.id % 11 >= t.a');
+SELECT olap_check('SELECT count(*) FROM olap@ o, (SELECT g, avg(id % 11 - 5) AS a FROM olap@ GROUP BY g) t WHERE o.g = t.g AND t.a < o.id % 11 - 5');
+SELECT olap_check('SELECT count(*) FROM olap@ o, (SELECT g, avg(id % 11 - 5) AS a FROM olap@ GROUP BY g) t WHERE o.g = t.g AND t.a >= o.id % 11 - 5');
+SELECT olap_check('SELECT o.g, count(*) FROM olap@ o, (SELECT g, avg(g) AS a FROM olap@ GROUP BY g) t WHERE o.g = t.g AND o.g <= t.a AND t.a <= o.g AND NOT o.g < t.a GROUP BY o.g');
+SELECT olap_check('SELECT count(*) FROM olap@ WHERE id % 5 > (SELECT avg(g) FROM olap@) AND (SELECT avg(g) FROM olap@) <= g');
+SELECT olap_check('SELECT count(*) FROM olap@ WHERE id < (SELECT avg(g) FROM olap@ WHERE g > 100)');
 -- A quotient PostgreSQL gives more decimals than DuckDB's DECIMAL(38, 24) holds fails
 -- clearly (0A000) instead of being rounded.
 CREATE TABLE tiny_a (x numeric(20,10)) USING anker;

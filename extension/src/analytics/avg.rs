@@ -125,6 +125,130 @@ unsafe extern "C-unwind" fn mark_walker(node: *mut pg_sys::Node, ctx: *mut c_voi
     pg_sys::expression_tree_walker(node, Some(mark_walker), ctx)
 }
 
+// Comparisons of an integer with an `avg` (pg_operator, pg_proc OIDs).
+const OP_NUMERIC_LT: u32 = 1754;
+const OP_NUMERIC_LE: u32 = 1755;
+const OP_NUMERIC_GT: u32 = 1756;
+const OP_NUMERIC_GE: u32 = 1757;
+const F_NUMERIC_CEIL: u32 = 1711;
+const F_NUMERIC_FLOOR: u32 = 1712;
+const F_INT4_TO_NUMERIC: u32 = 1740;
+const F_INT2_TO_NUMERIC: u32 = 1782;
+const F_INT8_TO_NUMERIC: u32 = 1781;
+const F_INT4_TO_INT8: u32 = 481;
+const F_INT2_TO_INT8: u32 = 754;
+const F_NUMERIC_TO_INT8: u32 = 1779;
+
+/// An integer `x` compared with an `avg` `a` DuckDB computes (CH Q17's `ol_quantity <
+/// t.a`) makes DuckDB cast every `x` to the avg's DECIMAL(38, 24), a 128-bit multiply per
+/// row: half of Q17's time. For integers, `x < a` is `x < ceil(a)`, `x <= a` is
+/// `x <= floor(a)`, `x > a` is `x > floor(a)` and `x >= a` is `x >= ceil(a)`, so such
+/// comparisons become bigint ones, and DuckDB rounds the avg once per value of it instead.
+/// `a`: an `avg` output column of a sub-query in FROM, or a scalar sub-query of one `avg`.
+/// Exact: ceil and floor of PostgreSQL's avg are integers within bigint (the values
+/// averaged have at most 14 integer digits, [`INTEGER_DIGITS`]).
+pub unsafe fn compare_integers_with_rounded_avgs(q: *mut pg_sys::Query) {
+    pg_sys::query_tree_walker(q, Some(rounding_walker), q as *mut c_void, 0);
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn rounding_walker(node: *mut pg_sys::Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    if (*node).type_ == pg_sys::NodeTag::T_Query {
+        let q = node as *mut pg_sys::Query;
+        return pg_sys::query_tree_walker(q, Some(rounding_walker), q as *mut c_void, 0);
+    }
+    if (*node).type_ == pg_sys::NodeTag::T_OpExpr {
+        round_avg_comparison(node as *mut pg_sys::OpExpr, ctx as *mut pg_sys::Query);
+    }
+    pg_sys::expression_tree_walker(node, Some(rounding_walker), ctx)
+}
+
+unsafe fn round_avg_comparison(op: *mut pg_sys::OpExpr, q: *mut pg_sys::Query) {
+    let opno = (*op).opno.to_u32();
+    if ![OP_NUMERIC_LT, OP_NUMERIC_LE, OP_NUMERIC_GT, OP_NUMERIC_GE].contains(&opno) {
+        return;
+    }
+    let args = list_cells((*op).args);
+    let (l, r) = (args[0].ptr_value as *mut pg_sys::Node, args[1].ptr_value as *mut pg_sys::Node);
+    let (x, a, avg_right) = match (integer_of(l), integer_of(r)) {
+        (Some(x), None) if is_avg_value(r, q) => (x, r, true),
+        (None, Some(x)) if is_avg_value(l, q) => (x, l, false),
+        _ => return,
+    };
+    // `x op a`, or `a op x` read as `x op' a`.
+    let op_x_first = if avg_right {
+        opno
+    } else {
+        match opno {
+            OP_NUMERIC_LT => OP_NUMERIC_GT,
+            OP_NUMERIC_LE => OP_NUMERIC_GE,
+            OP_NUMERIC_GT => OP_NUMERIC_LT,
+            _ => OP_NUMERIC_LE,
+        }
+    };
+    let rounding = if matches!(op_x_first, OP_NUMERIC_LT | OP_NUMERIC_GE) { F_NUMERIC_CEIL } else { F_NUMERIC_FLOOR };
+    let (int8_op, int8_fn) = match opno {
+        OP_NUMERIC_LT => (412, 469),
+        OP_NUMERIC_LE => (414, 471),
+        OP_NUMERIC_GT => (413, 470),
+        _ => (415, 472),
+    };
+    let x8 = match pg_sys::exprType(x) {
+        pg_sys::INT8OID => x,
+        pg_sys::INT4OID => call(F_INT4_TO_INT8, pg_sys::INT8OID, x, pg_sys::CoercionForm::COERCE_EXPLICIT_CAST),
+        _ => call(F_INT2_TO_INT8, pg_sys::INT8OID, x, pg_sys::CoercionForm::COERCE_EXPLICIT_CAST),
+    };
+    let rounded = call(rounding, pg_sys::NUMERICOID, a, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL);
+    let a8 = call(F_NUMERIC_TO_INT8, pg_sys::INT8OID, rounded, pg_sys::CoercionForm::COERCE_EXPLICIT_CAST);
+    let (first, second) = if avg_right { (x8, a8) } else { (a8, x8) };
+    (*op).opno = pg_sys::Oid::from(int8_op);
+    (*op).opfuncid = pg_sys::Oid::from(int8_fn);
+    (*op).inputcollid = pg_sys::InvalidOid;
+    (*op).args = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), first as *mut c_void), second as *mut c_void);
+}
+
+/// The integer expression `e` casts to numeric, if it is such a cast.
+unsafe fn integer_of(e: *mut pg_sys::Node) -> Option<*mut pg_sys::Node> {
+    if (*e).type_ != pg_sys::NodeTag::T_FuncExpr {
+        return None;
+    }
+    let f = &*(e as *mut pg_sys::FuncExpr);
+    let args = list_cells(f.args);
+    ([F_INT2_TO_NUMERIC, F_INT4_TO_NUMERIC, F_INT8_TO_NUMERIC].contains(&f.funcid.to_u32()) && args.len() == 1).then(|| args[0].ptr_value as *mut pg_sys::Node)
+}
+
+/// Is `e` an `avg`: a column of a sub-query in FROM of `q` that is one, or a scalar
+/// sub-query whose one output is one?
+unsafe fn is_avg_value(e: *mut pg_sys::Node, q: *mut pg_sys::Query) -> bool {
+    let first_output = |sub: *mut pg_sys::Query, attno: usize| {
+        let tl = list_cells((*sub).targetList);
+        tl.get(attno).is_some_and(|c| is_avg((*(c.ptr_value as *mut pg_sys::TargetEntry)).expr as *mut pg_sys::Node))
+    };
+    match (*e).type_ {
+        pg_sys::NodeTag::T_Var => {
+            let v = &*(e as *mut pg_sys::Var);
+            if v.varlevelsup != 0 || v.varattno <= 0 {
+                return false;
+            }
+            let rte = pg_sys::list_nth((*q).rtable, v.varno - 1) as *mut pg_sys::RangeTblEntry;
+            (*rte).rtekind == pg_sys::RTEKind::RTE_SUBQUERY && !(*rte).subquery.is_null() && first_output((*rte).subquery, v.varattno as usize - 1)
+        }
+        pg_sys::NodeTag::T_SubLink => {
+            let s = &*(e as *mut pg_sys::SubLink);
+            s.subLinkType == pg_sys::SubLinkType::EXPR_SUBLINK && list_cells((*(s.subselect as *mut pg_sys::Query)).targetList).len() == 1 && first_output(s.subselect as *mut pg_sys::Query, 0)
+        }
+        _ => false,
+    }
+}
+
+/// A call of function `oid` returning `result` on `arg`.
+unsafe fn call(oid: u32, result: pg_sys::Oid, arg: *mut pg_sys::Node, format: pg_sys::CoercionForm::Type) -> *mut pg_sys::Node {
+    pg_sys::makeFuncExpr(pg_sys::Oid::from(oid), result, pg_sys::lappend(std::ptr::null_mut(), arg as *mut c_void), pg_sys::InvalidOid, pg_sys::InvalidOid, format) as *mut pg_sys::Node
+}
+
 /// The deparsed text with each marked `avg(x)` replaced by PostgreSQL's value of it as a
 /// DECIMAL(38, f): `anker_avg_units` of DuckDB's exact sum (an integer of the sum's scale)
 /// and count, times 10^-f.

@@ -354,6 +354,7 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, stmt: 
         return Err("DuckDB would choose the join order without statistics, and PostgreSQL's plan cannot be followed".into());
     }
     add_or_restrictions(copy);
+    avg::compare_integers_with_rounded_avgs(copy);
     let avgs = avg::mark(copy);
     let sql = avg::emulate(&deparse(copy), &avgs).map_err(|e| format!("DuckDB cannot be given avg: {e}"))?;
     if !utf8_database() && !sql.is_ascii() {
