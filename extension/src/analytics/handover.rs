@@ -449,8 +449,8 @@ pub unsafe fn set_join_order(con: &super::duckdb::Connection, ordered: bool) -> 
 /// The join tree of a PostgreSQL plan, as far as DuckDB can follow it. Range-table indexes
 /// are those of the PlannedStmt's flattened range table.
 enum PlanTree {
-    /// A scan and PostgreSQL's estimate of its rows (NaN where that is per loop of a
-    /// parameterized scan, not what DuckDB reading the whole table gets).
+    /// A scan and the rows DuckDB gets from it by PostgreSQL's estimates: the table's row
+    /// count for a parameterized scan, whose estimate is per loop.
     Scan(i32, f64),
     /// An inner join: its outer (probe) side, then its inner (build) side, the sides
     /// DuckDB's hash join gives them too; and the estimate of its rows.
@@ -570,9 +570,7 @@ impl JoinTree {
             l => JoinTree::Join(Box::new(l), Box::new(c), rows),
         }
     }
-}
 
-impl JoinTree {
     /// DuckDB builds a hash table of a join's right side and probes it with the left. In a
     /// plan of index lookups (CH Q9: the few order lines of the items left by a LIKE, then
     /// stock, supplier and orders by index) PostgreSQL's inner sides are whole tables to
