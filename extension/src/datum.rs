@@ -49,8 +49,8 @@ enum Enc {
     Fixed([u8; 8], usize),
     FixedRef(*const u8, usize),
     Inline([u8; VAR_SLOT]),
-    /// A short numeric's varlena: its bytes and length.
-    Numeric([u8; SLOT_NUMERIC_MAX], usize),
+    /// A short numeric: its short varlena (in a slot's bytes) and length.
+    Numeric([u8; VAR_SLOT], usize),
     BlobRef(*const u8, usize),
     BlobOwned(Vec<u8>),
 }
@@ -144,17 +144,16 @@ impl Encoder {
                 let total = varsize_any(p);
                 let header = if is_1b(p) { 1 } else { 4 };
                 let payload = total - header;
-                if att.atttypid == pg_sys::NUMERICOID && payload < SLOT_NUMERIC_MAX {
-                    let mut v = [0u8; SLOT_NUMERIC_MAX];
-                    v[0] = (((payload + 1) as u8) << 1) | 1;
-                    std::ptr::copy_nonoverlapping(p.add(header), v.as_mut_ptr().add(1), payload);
-                    Enc::Numeric(v, payload + 1)
-                } else if payload < VAR_SLOT {
+                if payload < VAR_SLOT {
                     // as a short varlena, whatever header it came with
                     let mut slot = [0u8; VAR_SLOT];
                     slot[0] = (((payload + 1) as u8) << 1) | 1;
                     std::ptr::copy_nonoverlapping(p.add(header), slot.as_mut_ptr().add(1), payload);
-                    Enc::Inline(slot)
+                    if att.atttypid == pg_sys::NUMERICOID && payload < SLOT_NUMERIC_MAX {
+                        Enc::Numeric(slot, payload + 1)
+                    } else {
+                        Enc::Inline(slot)
+                    }
                 } else if header == 1 {
                     // Re-header as a 4-byte varlena for the blob.
                     let mut v = Vec::with_capacity(payload + 4);

@@ -138,6 +138,11 @@ const F_INT8_TO_NUMERIC: u32 = 1781;
 const F_INT4_TO_INT8: u32 = 481;
 const F_INT2_TO_INT8: u32 = 754;
 const F_NUMERIC_TO_INT8: u32 = 1779;
+/// bigint <, <=, >, >= and their functions.
+const OP_INT8LT: (u32, u32) = (412, 469);
+const OP_INT8LE: (u32, u32) = (414, 471);
+const OP_INT8GT: (u32, u32) = (413, 470);
+const OP_INT8GE: (u32, u32) = (415, 472);
 
 /// An integer `x` compared with an `avg` `a` DuckDB computes (CH Q17's `ol_quantity <
 /// t.a`) makes DuckDB cast every `x` to the avg's DECIMAL(38, 24), a 128-bit multiply per
@@ -191,10 +196,10 @@ unsafe fn round_avg_comparison(op: *mut pg_sys::OpExpr, q: *mut pg_sys::Query) {
     };
     let rounding = if matches!(op_x_first, OP_NUMERIC_LT | OP_NUMERIC_GE) { F_NUMERIC_CEIL } else { F_NUMERIC_FLOOR };
     let (int8_op, int8_fn) = match opno {
-        OP_NUMERIC_LT => (412, 469),
-        OP_NUMERIC_LE => (414, 471),
-        OP_NUMERIC_GT => (413, 470),
-        _ => (415, 472),
+        OP_NUMERIC_LT => OP_INT8LT,
+        OP_NUMERIC_LE => OP_INT8LE,
+        OP_NUMERIC_GT => OP_INT8GT,
+        _ => OP_INT8GE,
     };
     let x8 = match pg_sys::exprType(x) {
         pg_sys::INT8OID => x,
@@ -223,7 +228,7 @@ unsafe fn integer_of(e: *mut pg_sys::Node) -> Option<*mut pg_sys::Node> {
 /// Is `e` an `avg`: a column of a sub-query in FROM of `q` that is one, or a scalar
 /// sub-query whose one output is one?
 unsafe fn is_avg_value(e: *mut pg_sys::Node, q: *mut pg_sys::Query) -> bool {
-    let first_output = |sub: *mut pg_sys::Query, attno: usize| {
+    let output_is_avg = |sub: *mut pg_sys::Query, attno: usize| {
         let tl = list_cells((*sub).targetList);
         tl.get(attno).is_some_and(|c| is_avg((*(c.ptr_value as *mut pg_sys::TargetEntry)).expr as *mut pg_sys::Node))
     };
@@ -234,11 +239,11 @@ unsafe fn is_avg_value(e: *mut pg_sys::Node, q: *mut pg_sys::Query) -> bool {
                 return false;
             }
             let rte = pg_sys::list_nth((*q).rtable, v.varno - 1) as *mut pg_sys::RangeTblEntry;
-            (*rte).rtekind == pg_sys::RTEKind::RTE_SUBQUERY && !(*rte).subquery.is_null() && first_output((*rte).subquery, v.varattno as usize - 1)
+            (*rte).rtekind == pg_sys::RTEKind::RTE_SUBQUERY && !(*rte).subquery.is_null() && output_is_avg((*rte).subquery, v.varattno as usize - 1)
         }
         pg_sys::NodeTag::T_SubLink => {
             let s = &*(e as *mut pg_sys::SubLink);
-            s.subLinkType == pg_sys::SubLinkType::EXPR_SUBLINK && list_cells((*(s.subselect as *mut pg_sys::Query)).targetList).len() == 1 && first_output(s.subselect as *mut pg_sys::Query, 0)
+            s.subLinkType == pg_sys::SubLinkType::EXPR_SUBLINK && list_cells((*(s.subselect as *mut pg_sys::Query)).targetList).len() == 1 && output_is_avg(s.subselect as *mut pg_sys::Query, 0)
         }
         _ => false,
     }

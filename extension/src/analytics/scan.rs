@@ -102,8 +102,6 @@ pub struct Column {
     pub kind: Option<Kind>,
     /// Infinite dates and timestamps are an error (DuckDB's EXTRACT makes them NULL).
     pub finite: bool,
-    /// Text other than ASCII is an error (a database encoding other than UTF8).
-    pub ascii: bool,
 }
 
 /// A unit of work: rows of the frozen columns, or copied rows.
@@ -156,6 +154,9 @@ struct Source {
 pub struct Input {
     pub columns: Vec<Column>,
     pub estimated_rows: u64,
+    /// Text other than ASCII is an error: the database encoding is not UTF8 (read on the
+    /// backend's thread; DuckDB's threads call no PostgreSQL function).
+    ascii_only: bool,
     source: Option<Source>,
 }
 
@@ -169,7 +170,6 @@ unsafe impl Sync for Input {}
 impl Input {
     /// The columns of relation `rel` (open), without data.
     pub unsafe fn describe(rel: pg_sys::Relation) -> Input {
-        let utf8 = super::handover::utf8_database();
         let columns = datum::attrs((*rel).rd_att)
             .iter()
             .enumerate()
@@ -179,11 +179,10 @@ impl Input {
                 att: i,
                 kind: Kind::of(a.atttypid, a.atttypmod),
                 finite: false,
-                ascii: !utf8,
             })
             .collect();
         let estimated_rows = (*(*rel).rd_rel).reltuples.max(0.0) as u64;
-        Input { columns, estimated_rows, source: None }
+        Input { columns, estimated_rows, ascii_only: !super::handover::utf8_database(), source: None }
     }
 
     /// Resolve visibility of `rel`'s rows for the statement and record what DuckDB reads:
@@ -577,7 +576,7 @@ unsafe fn scan_body(info: duckdb_function_info, out: duckdb_data_chunk) {
         }
         let col = &g.input.columns[p as usize];
         let kind = col.kind.expect("checked by init");
-        let mut w = Writer { finite: col.finite, ascii: col.ascii, vec, data: duckdb_vector_get_data(vec), validity: std::ptr::null_mut() };
+        let mut w = Writer { finite: col.finite, ascii_only: g.input.ascii_only, vec, data: duckdb_vector_get_data(vec), validity: std::ptr::null_mut() };
         let result = match unit {
             Unit::Rows(lo, _) => {
                 let cc = local.caches[j].as_mut().expect("a snapshot column");
@@ -636,7 +635,7 @@ fn duck_timestamp(t: i64, finite: bool) -> Result<i64, String> {
 /// Fills one output vector.
 struct Writer {
     finite: bool,
-    ascii: bool,
+    ascii_only: bool,
     vec: duckdb_vector,
     data: *mut c_void,
     validity: *mut u64,
@@ -770,7 +769,7 @@ impl Writer {
                         s = rest;
                     }
                 }
-                if self.ascii && !s.is_ascii() {
+                if self.ascii_only && !s.is_ascii() {
                     return Err(NOT_ASCII.into());
                 }
                 // Not copied into the vector: the bytes are in frozen column pages, blobs
