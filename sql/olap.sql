@@ -271,6 +271,32 @@ DECLARE scur SCROLL CURSOR FOR SELECT id FROM olap_a WHERE id BETWEEN 1 AND 3 OR
 FETCH LAST FROM scur;
 FETCH PRIOR FROM scur;
 COMMIT;
+-- Each query runs the statement DuckDB prepared while PostgreSQL planned it, on its own
+-- connection: two cursors read at once; a plan whose prepared statement was pushed out
+-- by nine newer plans (EXPLAINs, never run) prepares it again.
+BEGIN;
+DECLARE c1 CURSOR FOR SELECT g, count(*), sum(n) FROM olap_a GROUP BY g ORDER BY g;
+DECLARE c2 CURSOR FOR SELECT a.g, count(*) FROM olap_a a JOIN dim_a d ON d.id = a.g GROUP BY a.g ORDER BY a.g;
+FETCH 2 FROM c1;
+FETCH 2 FROM c2;
+FETCH ALL FROM c1;
+FETCH ALL FROM c2;
+DECLARE c3 CURSOR FOR SELECT g, count(*), sum(n) FROM olap_a GROUP BY g ORDER BY g;
+EXPLAIN (COSTS OFF) SELECT g, count(*) FROM olap_a WHERE id > 1 GROUP BY g \g /dev/null
+EXPLAIN (COSTS OFF) SELECT g, count(*) FROM olap_a WHERE id > 2 GROUP BY g \g /dev/null
+EXPLAIN (COSTS OFF) SELECT g, count(*) FROM olap_a WHERE id > 3 GROUP BY g \g /dev/null
+EXPLAIN (COSTS OFF) SELECT g, count(*) FROM olap_a WHERE id > 4 GROUP BY g \g /dev/null
+EXPLAIN (COSTS OFF) SELECT g, count(*) FROM olap_a WHERE id > 5 GROUP BY g \g /dev/null
+EXPLAIN (COSTS OFF) SELECT g, count(*) FROM olap_a WHERE id > 6 GROUP BY g \g /dev/null
+EXPLAIN (COSTS OFF) SELECT g, count(*) FROM olap_a WHERE id > 7 GROUP BY g \g /dev/null
+EXPLAIN (COSTS OFF) SELECT g, count(*) FROM olap_a WHERE id > 8 GROUP BY g \g /dev/null
+EXPLAIN (COSTS OFF) SELECT g, count(*) FROM olap_a WHERE id > 9 GROUP BY g \g /dev/null
+FETCH ALL FROM c3;
+COMMIT;
+SET anker.olap_engine = postgres;
+SELECT g, count(*), sum(n) FROM olap_h GROUP BY g ORDER BY g;
+SELECT a.g, count(*) FROM olap_h a JOIN dim_a d ON d.id = a.g GROUP BY a.g ORDER BY a.g;
+SET anker.olap_engine = duckdb;
 -- Cancel: a statement timeout stops a long DuckDB query.
 SET statement_timeout = '300ms';
 SELECT count(*) FROM olap_a a, olap_a b WHERE a.t < b.t;

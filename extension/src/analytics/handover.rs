@@ -10,7 +10,7 @@
 use super::duckdb::{self as ddb, LogicalType};
 use super::avg;
 use super::scan::{self, Input, Kind};
-use super::{connect, engine, Engine};
+use super::{engine, give_back, keep_ready, session, Engine, Ready};
 use crate::scan_node::{list_cells, node_list};
 use crate::tam;
 use pgrx::pg_sys;
@@ -242,6 +242,8 @@ pub struct Handover {
     /// The query's columns: an expression over the leaves (`Var`s of INDEX_VAR, numbered
     /// from 1) that PostgreSQL computes, and the column's name.
     pub outputs: Vec<(*mut pg_sys::Node, *mut std::ffi::c_char)>,
+    /// The token of the query DuckDB prepared for this plan (`super::keep_ready`).
+    pub ready: i32,
 }
 
 /// The query's columns split between the engines: DuckDB computes the leaves, PostgreSQL
@@ -390,11 +392,23 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, stmt: 
         let finite = check.finite.iter().filter(|(r, _)| *r == relid.to_u32()).map(|&(_, a)| a).collect();
         tables.push(Table { relid, name, atts: atts.iter().copied().collect(), finite });
     }
-    let con = connect()?;
-    set_join_order(&con, ordered)?;
-    let prepared = scan::with_names(names, || ddb::Prepared::new(con.0, &sql)).map_err(|e| format!("DuckDB cannot prepare it: {e}"))?;
-    compare_types(&split.leaves, &prepared.column_types())?;
+    let session = session(ordered)?;
+    // (a connection whose prepare failed is as good as new)
+    let prepared = match scan::with_names(names, || ddb::Prepared::new(session.con.0, &sql)) {
+        Ok(p) => p,
+        Err(e) => {
+            give_back(session);
+            return Err(format!("DuckDB cannot prepare it: {e}"));
+        }
+    };
+    if let Err(e) = compare_types(&split.leaves, &prepared.column_types()) {
+        drop(prepared);
+        give_back(session);
+        return Err(e);
+    }
+    let ids = registered.iter().map(|r| r.id()).collect();
     drop(registered);
+    let ready = keep_ready(Ready { prepared, session, ids });
     let leaves = split
         .leaves
         .iter()
@@ -403,7 +417,7 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, stmt: 
             (pg_sys::exprType(e), pg_sys::exprTypmod(e), pg_sys::exprCollation(e))
         })
         .collect();
-    Ok(Handover { sql, tables, ordered, leaves, outputs: split.outputs })
+    Ok(Handover { sql, tables, ordered, leaves, outputs: split.outputs, ready })
 }
 
 /// DuckDB reads text as UTF-8. In a database of another encoding only ASCII, which every

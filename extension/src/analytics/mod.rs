@@ -169,10 +169,23 @@ fn with_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
-/// A new connection to this backend's DuckDB, with `anker.olap_threads` and
-/// `anker.olap_memory_limit` applied. The database is created on first use.
-fn connect() -> Result<Connection, String> {
-    // SAFETY: backend-thread only; DATABASE is this process's.
+/// A connection to this backend's DuckDB and the join-order setting it has
+/// (`handover::set_join_order`, None: not set yet).
+pub struct Session {
+    pub con: Connection,
+    ordered: Option<bool>,
+}
+
+/// Idle connections: connecting and setting the join order cost about 0.3 ms a query,
+/// twice per query (planning, execution) before they were kept.
+static mut IDLE: Vec<Session> = Vec::new();
+const MAX_IDLE: usize = 4;
+
+/// A connection to this backend's DuckDB (an idle one if there is one, with the same join
+/// order setting if possible), with `anker.olap_threads`, `anker.olap_memory_limit` and
+/// the join order `ordered` applied. The database is created on first use.
+fn session(ordered: bool) -> Result<Session, String> {
+    // SAFETY: backend-thread only; DATABASE and IDLE are this process's.
     unsafe {
         let (threads, memory_mb) = (THREADS, MEMORY_LIMIT_MB);
         let d = &mut *(&raw mut DATABASE);
@@ -180,18 +193,84 @@ fn connect() -> Result<Connection, String> {
             *d = Some(with_signals_blocked(|| open(threads, memory_mb))?);
         }
         let d = d.as_mut().expect("opened");
-        let mut con = std::ptr::null_mut();
-        if duckdb_connect(d.db, &mut con) != SUCCESS {
-            return Err("anker: cannot connect to DuckDB".into());
-        }
-        let con = Connection(con);
+        let idle = &mut *(&raw mut IDLE);
+        let mut s = match idle.iter().rposition(|s| s.ordered == Some(ordered)) {
+            Some(i) => idle.remove(i),
+            None => match idle.pop() {
+                Some(s) => s,
+                None => {
+                    let mut con = std::ptr::null_mut();
+                    if duckdb_connect(d.db, &mut con) != SUCCESS {
+                        return Err("anker: cannot connect to DuckDB".into());
+                    }
+                    Session { con: Connection(con), ordered: None }
+                }
+            },
+        };
         if d.threads != threads || d.memory_mb != memory_mb {
-            with_signals_blocked(|| con.execute(&format!("SET threads = {threads}; SET memory_limit = '{memory_mb}MB'")))?;
+            // (database-wide settings)
+            with_signals_blocked(|| s.con.execute(&format!("SET threads = {threads}; SET memory_limit = '{memory_mb}MB'")))?;
             d.threads = threads;
             d.memory_mb = memory_mb;
         }
-        Ok(con)
+        if s.ordered != Some(ordered) {
+            handover::set_join_order(&s.con, ordered)?;
+            s.ordered = Some(ordered);
+        }
+        Ok(s)
     }
+}
+
+/// Keep `s` for a later query. Only a connection whose query ended without an error or
+/// an interrupt comes back.
+fn give_back(s: Session) {
+    // SAFETY: backend-thread only.
+    let idle = unsafe { &mut *(&raw mut IDLE) };
+    if idle.len() < MAX_IDLE {
+        idle.push(s);
+    }
+}
+
+/// A query DuckDB prepared while PostgreSQL planned it, kept for the plan's execution so
+/// that DuckDB does not parse, bind and optimize it a second time: its connection, the
+/// statement, and the registry ids its `anker_scan`s were bound to, in the order of the
+/// plan's tables (execution registers the tables' prepared inputs under them).
+pub struct Ready {
+    // Field order is drop order: the statement before its connection.
+    pub prepared: Prepared,
+    pub session: Session,
+    pub ids: Vec<i64>,
+}
+
+/// Prepared queries waiting for their plan's execution, by token. A plan that is never
+/// executed (EXPLAIN, an invalidated cached plan) leaves its entry until newer ones push it
+/// out; a plan executed without its entry prepares the query again.
+static mut READY: Vec<(i32, Ready)> = Vec::new();
+static mut NEXT_TOKEN: i32 = 1;
+const MAX_READY: usize = 8;
+
+/// Keep `r` for the execution of the plan being made; the token the plan carries.
+fn keep_ready(r: Ready) -> i32 {
+    // SAFETY: backend-thread only.
+    unsafe {
+        let ready = &mut *(&raw mut READY);
+        if ready.len() >= MAX_READY {
+            ready.remove(0);
+        }
+        let token = NEXT_TOKEN;
+        // (0 is no token; a token wraps long after its entry is gone)
+        NEXT_TOKEN = NEXT_TOKEN.checked_add(1).unwrap_or(1);
+        ready.push((token, r));
+        token
+    }
+}
+
+/// The query kept for the plan with `token`, now the caller's.
+fn take_ready(token: i32) -> Option<Ready> {
+    // SAFETY: backend-thread only.
+    let ready = unsafe { &mut *(&raw mut READY) };
+    let i = ready.iter().position(|(t, _)| *t == token)?;
+    Some(ready.remove(i).1)
 }
 
 /// Open an in-memory DuckDB that reads nothing but anker tables.

@@ -3,10 +3,10 @@
 //! DuckDB, checking for cancellation between DuckDB's tasks, and returns DuckDB's rows
 //! converted to the types PostgreSQL planned.
 
-use super::duckdb::{self as ddb, Chunk, Connection, LogicalType, Pending, Prepared, QueryResult};
-use super::handover::{self, Handover};
+use super::duckdb::{self as ddb, Chunk, LogicalType, Pending, Prepared, QueryResult};
+use super::handover::Handover;
 use super::scan::{self, Input};
-use super::connect;
+use super::{give_back, take_ready, Session};
 use crate::scan_node::{list_cells, new_scan_state};
 use anker_engine::decimal;
 use pgrx::pg_sys;
@@ -51,6 +51,8 @@ const P_ATTS: usize = 3;
 const P_ORDERED: usize = 4;
 /// Per table, the attributes that must hold no infinite values (under EXTRACT).
 const P_FINITE: usize = 5;
+/// The token of the query DuckDB prepared at planning (`super::keep_ready`).
+const P_READY: usize = 6;
 
 /// The plan node for `handover`.
 pub unsafe fn plan_node(handover: &Handover) -> *mut pg_sys::CustomScan {
@@ -99,6 +101,7 @@ pub unsafe fn plan_node(handover: &Handover) -> *mut pg_sys::CustomScan {
     private = pg_sys::lappend(private, atts as *mut std::ffi::c_void);
     private = pg_sys::lappend(private, pg_sys::makeInteger(handover.ordered as i32) as *mut std::ffi::c_void);
     private = pg_sys::lappend(private, finite as *mut std::ffi::c_void);
+    private = pg_sys::lappend(private, pg_sys::makeInteger(handover.ready) as *mut std::ffi::c_void);
     (*cs).custom_private = private;
     cs
 }
@@ -116,7 +119,7 @@ struct Running {
     result: Option<QueryResult>,
     types: Vec<LogicalType>,
     prepared: Option<Prepared>,
-    con: Option<Connection>,
+    session: Option<Session>,
     rows_in: u64,
     elapsed_ms: f64,
 }
@@ -126,7 +129,7 @@ impl Drop for Running {
         self.chunk = None;
         self.result = None;
         self.prepared = None;
-        self.con = None;
+        self.session = None;
     }
 }
 
@@ -164,6 +167,10 @@ unsafe fn ordered(node: *mut pg_sys::CustomScanState) -> bool {
     (*(private(node, P_ORDERED) as *mut pg_sys::Integer)).ival != 0
 }
 
+unsafe fn ready_token(node: *mut pg_sys::CustomScanState) -> i32 {
+    (*(private(node, P_READY) as *mut pg_sys::Integer)).ival
+}
+
 unsafe fn sql_of(node: *mut pg_sys::CustomScanState) -> String {
     let s = private(node, P_SQL) as *mut pg_sys::String;
     CStr::from_ptr((*s).sval).to_string_lossy().into_owned()
@@ -198,14 +205,19 @@ unsafe fn take_running(s: *mut State) -> Option<Box<Running>> {
     (!r.is_null()).then(|| Box::from_raw(r))
 }
 
-/// Free the running query: DuckDB's objects, the registry entries, the snapshots.
+/// Free the running query: DuckDB's objects, the registry entries, the snapshots. The
+/// connection is kept for another query if this one returned all its rows.
 unsafe fn release(s: *mut State) {
-    let Some(r) = take_running(s) else { return };
+    let Some(mut r) = take_running(s) else { return };
     let scans: Vec<_> = r.scans.clone();
+    let session = if (*s).done { r.session.take() } else { None };
     drop(r);
     for (rel, sd) in scans {
         crate::tam::scan::scan_end(sd);
         pg_sys::RelationClose(rel);
+    }
+    if let Some(session) = session {
+        give_back(session);
     }
 }
 
@@ -222,7 +234,7 @@ unsafe fn start(s: *mut State) {
         result: None,
         types: vec![],
         prepared: None,
-        con: None,
+        session: None,
         rows_in: 0,
         elapsed_ms: 0.0,
     });
@@ -235,35 +247,46 @@ unsafe fn start(s: *mut State) {
         .iter()
         .map(|c| list_cells(c.ptr_value as *mut pg_sys::List).iter().map(|a| a.int_value as usize).collect())
         .collect();
+    // The query as DuckDB prepared it at planning, if this plan's execution is the first.
+    let ready = take_ready(ready_token(node));
     let mut by_name = HashMap::new();
     // Owned by `s` from here on (the only owner): an error below frees what was set up
     // so far, through the memory context callback.
     (*s).running = Box::into_raw(new);
     let running = &mut *(*s).running;
-    for (((relid, name), cols), finite) in tables.into_iter().zip(&atts).zip(&finite) {
+    for (i, (((relid, name), cols), finite)) in tables.into_iter().zip(&atts).zip(&finite).enumerate() {
         let rel = pg_sys::RelationIdGetRelation(relid);
         let mut input = Input::describe(rel);
         input.require_finite(finite);
         let sd = input.collect(rel, cols, estate);
         running.rows_in += input.rows();
         running.scans.push((rel, sd));
-        let r = scan::register(input);
+        let r = match &ready {
+            Some(ready) => scan::register_as(ready.ids[i], input),
+            None => scan::register(input),
+        };
         by_name.insert(name, r.id());
         running.inputs.push(r);
     }
     let outcome = (|| -> Result<(), (u32, String)> {
-        let con = connect().map_err(|e| (0, e))?;
-        handover::set_join_order(&con, ordered(node)).map_err(|e| (0, e))?;
-        let prepared = scan::with_names(by_name, || Prepared::new(con.0, &sql_of(node))).map_err(|e| (0, e))?;
+        let (prepared, session) = match ready {
+            Some(ready) => (ready.prepared, ready.session),
+            None => {
+                let session = super::session(ordered(node)).map_err(|e| (0, e))?;
+                let prepared = scan::with_names(by_name.clone(), || Prepared::new(session.con.0, &sql_of(node))).map_err(|e| (0, e))?;
+                (prepared, session)
+            }
+        };
         running.types = prepared.column_types();
         let mut pending = Pending(std::ptr::null_mut());
-        if ddb::duckdb_pending_prepared_streaming(prepared.0, &mut pending.0) != ddb::SUCCESS {
+        // (the names again, should DuckDB bind the statement anew)
+        if scan::with_names(by_name, || ddb::duckdb_pending_prepared_streaming(prepared.0, &mut pending.0)) != ddb::SUCCESS {
             return Err((0, ddb::text(ddb::duckdb_pending_error(pending.0))));
         }
         // DuckDB works in tasks; between two, honour a cancel or timeout.
         loop {
             if pg_sys::InterruptPending != 0 {
-                ddb::duckdb_interrupt(con.0);
+                ddb::duckdb_interrupt(session.con.0);
             }
             match ddb::duckdb_pending_execute_task(pending.0) {
                 ddb::PENDING_RESULT_READY => break,
@@ -278,7 +301,7 @@ unsafe fn start(s: *mut State) {
         }
         running.result = Some(result);
         running.prepared = Some(prepared);
-        running.con = Some(con);
+        running.session = Some(session);
         Ok(())
     })();
     running.elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -458,10 +481,10 @@ unsafe fn duckdb_plan(node: *mut pg_sys::CustomScanState) -> Result<String, Stri
         by_name.insert(name, r.id());
         registered.push(r);
     }
-    let con = connect()?;
-    handover::set_join_order(&con, ordered(node))?;
-    let rows = scan::with_names(by_name, || con.strings(&format!("EXPLAIN {}", sql_of(node))))?;
+    let session = super::session(ordered(node))?;
+    let rows = scan::with_names(by_name, || session.con.strings(&format!("EXPLAIN {}", sql_of(node))))?;
     drop(registered);
+    give_back(session);
     Ok(rows.iter().filter_map(|r| r.get(1).cloned()).collect::<Vec<_>>().join("\n"))
 }
 

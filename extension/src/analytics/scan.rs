@@ -181,7 +181,11 @@ impl Input {
                 finite: false,
             })
             .collect();
-        let estimated_rows = (*(*rel).rd_rel).reltuples.max(0.0) as u64;
+        // The statement prepared at planning keeps this estimate for its execution:
+        // PostgreSQL's, or before the first VACUUM or ANALYZE the table's row ids so far
+        // (an upper bound), not zero.
+        let reltuples = (*(*rel).rd_rel).reltuples;
+        let estimated_rows = if reltuples >= 0.0 { reltuples as u64 } else { table_of(rel).nrows() };
         Input { columns, estimated_rows, ascii_only: !super::handover::utf8_database(), source: None }
     }
 
@@ -365,10 +369,18 @@ impl Drop for Registration {
 
 /// Register `input`.
 pub fn register(input: Input) -> Registration {
-    let mut r = registry();
-    let id = r.next;
-    r.next += 1;
-    r.inputs.insert(id, Arc::new(input));
+    let id = {
+        let mut r = registry();
+        r.next += 1;
+        r.next - 1
+    };
+    register_as(id, input)
+}
+
+/// Register `input` under `id`, which a statement DuckDB prepared earlier was bound to
+/// (and whose registration is gone): its scans read `input` when it runs.
+pub fn register_as(id: i64, input: Input) -> Registration {
+    registry().inputs.insert(id, Arc::new(input));
     Registration(id)
 }
 
@@ -460,7 +472,18 @@ unsafe fn bind_body(info: duckdb_bind_info) {
         duckdb_bind_add_result_column(info, name.as_ptr(), t.0);
     }
     duckdb_bind_set_cardinality(info, input.source.as_ref().map_or(input.estimated_rows, |_| input.rows()), false);
-    duckdb_bind_set_bind_data(info, Box::into_raw(Box::new(input)) as *mut c_void, Some(drop_box::<Arc<Input>>));
+    // The id, not the input: a statement prepared at planning runs on the input the
+    // execution registers under the same id (`register_as`).
+    duckdb_bind_set_bind_data(info, Box::into_raw(Box::new(id)) as *mut c_void, Some(drop_box::<i64>));
+}
+
+/// The input a scan being initialized reads: the one registered now under its bind id.
+unsafe fn bound_input(info: duckdb_init_info) -> Result<Arc<Input>, &'static std::ffi::CStr> {
+    let id = *(duckdb_init_get_bind_data(info) as *const i64);
+    match input(id) {
+        Some(i) if i.source.is_some() => Ok(i),
+        _ => Err(c"anker_scan: the table was not prepared for this query"),
+    }
 }
 
 /// DuckDB's column identifier for the row id (`COLUMN_IDENTIFIER_ROW_ID`).
@@ -481,13 +504,12 @@ unsafe extern "C" fn init(info: duckdb_init_info) {
 }
 
 unsafe fn init_body(info: duckdb_init_info) {
-    let input = (*(duckdb_init_get_bind_data(info) as *const Arc<Input>)).clone();
+    let input = match bound_input(info) {
+        Ok(i) => i,
+        Err(msg) => return duckdb_init_set_error(info, msg.as_ptr()),
+    };
     let n = duckdb_init_get_column_count(info);
     let projected: Vec<u64> = (0..n).map(|i| duckdb_init_get_column_index(info, i)).collect();
-    if input.source.is_none() {
-        duckdb_init_set_error(info, c"anker_scan: the table was not prepared for this query".as_ptr());
-        return;
-    }
     let source = input.source.as_ref().expect("checked above");
     for &p in &projected {
         // Only the columns the backend prepared (snapshot, copies) can be read.
@@ -507,6 +529,8 @@ unsafe fn init_body(info: duckdb_init_info) {
 /// One DuckDB thread's column caches over the snapshot.
 struct Local {
     caches: Vec<Option<ColCache>>,
+    /// (the snapshot the caches point into stays while the input does)
+    _input: Arc<Input>,
 }
 
 unsafe extern "C" fn local_init(info: duckdb_init_info) {
@@ -517,8 +541,11 @@ unsafe extern "C" fn local_init(info: duckdb_init_info) {
 }
 
 unsafe fn local_init_body(info: duckdb_init_info) {
-    let g = &*(duckdb_init_get_bind_data(info) as *const Arc<Input>);
-    let s = g.source.as_ref().expect("checked by init");
+    let g = match bound_input(info) {
+        Ok(i) => i,
+        Err(msg) => return duckdb_init_set_error(info, msg.as_ptr()),
+    };
+    let s = g.source.as_ref().expect("checked by bound_input");
     let n = duckdb_init_get_column_count(info);
     let mut caches: Vec<Option<ColCache>> = vec![];
     let mut cur = Cursor::NEW;
@@ -539,7 +566,7 @@ unsafe fn local_init_body(info: duckdb_init_info) {
         }
         s.table.bind_snapshot(s.arena, s.table.snapshot(s.arena, snap), &mut cur, &mut pairs);
     }
-    duckdb_init_set_init_data(info, Box::into_raw(Box::new(Local { caches })) as *mut c_void, Some(drop_box::<Local>));
+    duckdb_init_set_init_data(info, Box::into_raw(Box::new(Local { caches, _input: g.clone() })) as *mut c_void, Some(drop_box::<Local>));
 }
 
 unsafe extern "C" fn scan(info: duckdb_function_info, out: duckdb_data_chunk) {
