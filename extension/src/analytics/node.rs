@@ -248,7 +248,7 @@ unsafe fn start(s: *mut State) {
         .map(|c| list_cells(c.ptr_value as *mut pg_sys::List).iter().map(|a| a.int_value as usize).collect())
         .collect();
     // The query as DuckDB prepared it at planning, if this plan's execution is the first.
-    let ready = take_ready(ready_token(node));
+    let ready = take_ready(ready_token(node)).filter(|r| r.ids.len() == tables.len());
     let mut by_name = HashMap::new();
     // Owned by `s` from here on (the only owner): an error below frees what was set up
     // so far, through the memory context callback.
