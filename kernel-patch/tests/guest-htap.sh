@@ -71,6 +71,8 @@ for m in $methods; do
 		echo "ok $n - htap smoke anker-$m: OLTP $tps; OLAP $queries queries and $checks consistency checks in ${secs} s, no violation"
 	else
 		echo "not ok $n - htap smoke anker-$m (pgbench rc $rc, provider in plan: $plan, failed $failed, violations $violations)"
+		# (an aborted client's error comes before pgbench's summary)
+		grep -i "error" "$work/oltp-$m.log" | head -n 3 | sed 's/^/#   /'
 		tail -n 5 "$work/oltp-$m.log" | sed 's/^/#   /'
 	fi
 done
