@@ -393,19 +393,17 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, stmt: 
         tables.push(Table { relid, name, atts: atts.iter().copied().collect(), finite });
     }
     let session = session(ordered)?;
-    // (a connection whose prepare failed is as good as new)
-    let prepared = match scan::with_names(names, || ddb::Prepared::new(session.con.0, &sql)) {
+    let checked = scan::with_names(names, || ddb::Prepared::new(session.con.0, &sql))
+        .map_err(|e| format!("DuckDB cannot prepare it: {e}"))
+        .and_then(|p| compare_types(&split.leaves, &p.column_types()).map(|()| p));
+    let prepared = match checked {
         Ok(p) => p,
         Err(e) => {
+            // (a connection whose statement was refused is as good as new)
             give_back(session);
-            return Err(format!("DuckDB cannot prepare it: {e}"));
+            return Err(e);
         }
     };
-    if let Err(e) = compare_types(&split.leaves, &prepared.column_types()) {
-        drop(prepared);
-        give_back(session);
-        return Err(e);
-    }
     let ids = registered.iter().map(|r| r.id()).collect();
     drop(registered);
     let ready = keep_ready(Ready { prepared, session, ids });

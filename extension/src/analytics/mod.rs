@@ -194,18 +194,16 @@ fn session(ordered: bool) -> Result<Session, String> {
         }
         let d = d.as_mut().expect("opened");
         let idle = &mut *(&raw mut IDLE);
-        let mut s = match idle.iter().rposition(|s| s.ordered == Some(ordered)) {
-            Some(i) => idle.remove(i),
-            None => match idle.pop() {
-                Some(s) => s,
-                None => {
-                    let mut con = std::ptr::null_mut();
-                    if duckdb_connect(d.db, &mut con) != SUCCESS {
-                        return Err("anker: cannot connect to DuckDB".into());
-                    }
-                    Session { con: Connection(con), ordered: None }
+        let kept = idle.iter().rposition(|s| s.ordered == Some(ordered)).map(|i| idle.remove(i)).or_else(|| idle.pop());
+        let mut s = match kept {
+            Some(s) => s,
+            None => {
+                let mut con = std::ptr::null_mut();
+                if duckdb_connect(d.db, &mut con) != SUCCESS {
+                    return Err("anker: cannot connect to DuckDB".into());
                 }
-            },
+                Session { con: Connection(con), ordered: None }
+            }
         };
         if d.threads != threads || d.memory_mb != memory_mb {
             // (database-wide settings)
@@ -221,8 +219,8 @@ fn session(ordered: bool) -> Result<Session, String> {
     }
 }
 
-/// Keep `s` for a later query. Only a connection whose query ended without an error or
-/// an interrupt comes back.
+/// Keep `s` for a later query: a connection whose statement DuckDB refused to prepare, or
+/// whose query returned all its rows, never one an error or interrupt stopped.
 fn give_back(s: Session) {
     // SAFETY: backend-thread only.
     let idle = unsafe { &mut *(&raw mut IDLE) };

@@ -529,8 +529,6 @@ unsafe fn init_body(info: duckdb_init_info) {
 /// One DuckDB thread's column caches over the snapshot.
 struct Local {
     caches: Vec<Option<ColCache>>,
-    /// (the snapshot the caches point into stays while the input does)
-    _input: Arc<Input>,
 }
 
 unsafe extern "C" fn local_init(info: duckdb_init_info) {
@@ -566,7 +564,7 @@ unsafe fn local_init_body(info: duckdb_init_info) {
         }
         s.table.bind_snapshot(s.arena, s.table.snapshot(s.arena, snap), &mut cur, &mut pairs);
     }
-    duckdb_init_set_init_data(info, Box::into_raw(Box::new(Local { caches, _input: g.clone() })) as *mut c_void, Some(drop_box::<Local>));
+    duckdb_init_set_init_data(info, Box::into_raw(Box::new(Local { caches })) as *mut c_void, Some(drop_box::<Local>));
 }
 
 unsafe extern "C" fn scan(info: duckdb_function_info, out: duckdb_data_chunk) {
