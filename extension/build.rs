@@ -8,6 +8,9 @@ use std::path::Path;
 const DEFAULT_DIR: &str =
     "/var/tmp/anker-gopath/pkg/mod/github.com/duckdb/duckdb-go-bindings/lib/linux-amd64@v0.10506.0";
 
+/// The C++ headers of the same DuckDB release (`scripts/duckdb-prebuilt.sh`).
+const DEFAULT_INCLUDE: &str = "/var/tmp/anker-duckdb-cpp/v1.5.6/include";
+
 /// The archives, each before those it uses (GNU ld resolves left to right).
 const LIBS: &[&str] = &[
     "duckdb_static",
@@ -40,6 +43,23 @@ fn main() {
         panic!("DuckDB's prebuilt library is not in {dir}: run scripts/duckdb-prebuilt.sh (or set ANKER_DUCKDB_DIR)");
     }
     println!("cargo:rerun-if-changed={dir}/libduckdb_static.a");
+    // Column statistics for anker_scan, which DuckDB's C API has no call for: a C++ file
+    // that sets the table function's statistics callback (src/analytics/duckdb_stats.cpp).
+    println!("cargo:rerun-if-env-changed=ANKER_DUCKDB_INCLUDE");
+    println!("cargo:rerun-if-changed=src/analytics/duckdb_stats.cpp");
+    let include = std::env::var("ANKER_DUCKDB_INCLUDE").unwrap_or_else(|_| DEFAULT_INCLUDE.to_string());
+    if !Path::new(&include).join("duckdb/main/capi/capi_internal_table.hpp").exists() {
+        panic!("DuckDB's C++ headers are not in {include}: run scripts/duckdb-prebuilt.sh (or set ANKER_DUCKDB_INCLUDE)");
+    }
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .include(&include)
+        .define("DUCKDB_STATIC_BUILD", None)
+        .define("NDEBUG", None)
+        .warnings(false)
+        .file("src/analytics/duckdb_stats.cpp")
+        .compile("anker_duckdb_stats");
     println!("cargo:rustc-link-search=native={dir}");
     // One group: the extension loader and DuckDB refer to each other.
     println!("cargo:rustc-link-arg=-Wl,--start-group");

@@ -15,7 +15,7 @@ log() { printf '[setup] %s\n' "$*"; }
 # postgresql-15 and its server headers must come from the same upload, so they
 # are always installed together.
 pkgs=(postgresql-15 postgresql-server-dev-15 postgresql-contrib sudo clang libclang-dev pkg-config
-      build-essential libssl-dev libreadline-dev zlib1g-dev flex bison python3-matplotlib)
+      build-essential libssl-dev libreadline-dev zlib1g-dev flex bison python3-matplotlib curl)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

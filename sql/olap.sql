@@ -297,6 +297,40 @@ SET anker.olap_engine = postgres;
 SELECT g, count(*), sum(n) FROM olap_h GROUP BY g ORDER BY g;
 SELECT a.g, count(*) FROM olap_h a JOIN dim_a d ON d.id = a.g GROUP BY a.g ORDER BY a.g;
 SET anker.olap_engine = duckdb;
+-- DuckDB is given the columns' bounds as statistics: a filter that always holds becomes
+-- constant_or_null. A SQL function plans all its statements before the first runs: its
+-- SELECT was prepared with bounds its INSERTs then widened, so it is prepared again (the
+-- statement prepared at planning would drop k < 500 and count 100).
+CREATE TABLE bnd_a (k int, d date) USING anker;
+CREATE TABLE bnd_b (k int) USING anker;
+INSERT INTO bnd_a SELECT i, date '2020-01-01' + i FROM generate_series(1, 100) i;
+INSERT INTO bnd_b SELECT i FROM generate_series(1, 100) i;
+EXPLAIN (COSTS OFF) SELECT count(*) FROM bnd_a a JOIN bnd_b b ON a.k = b.k WHERE a.k < 500 AND a.d < date '2025-01-01';
+CREATE FUNCTION bnd_probe() RETURNS bigint LANGUAGE sql AS $$
+  INSERT INTO bnd_a VALUES (1000000, date '2030-01-01'), (-5, date '1990-01-01');
+  INSERT INTO bnd_b VALUES (1000000), (-5);
+  SELECT count(*) FROM bnd_a a JOIN bnd_b b ON a.k = b.k WHERE a.k < 500 AND a.d < date '2025-01-01';
+$$;
+SELECT bnd_probe();
+SET anker.olap_engine = postgres;
+SELECT count(*) FROM bnd_a a JOIN bnd_b b ON a.k = b.k WHERE a.k < 500 AND a.d < date '2025-01-01';
+SET anker.olap_engine = duckdb;
+DROP FUNCTION bnd_probe();
+DROP TABLE bnd_a, bnd_b;
+-- The row count DuckDB is given is an estimate, not a maximum: rows added after planning
+-- within the bounds keep the prepared statement, whose sum must still not assume 64 bits.
+CREATE TABLE ovf_a (g int, k bigint) USING anker;
+INSERT INTO ovf_a VALUES (1, 4000000000000000000), (1, -4000000000000000000);
+CREATE FUNCTION ovf_probe() RETURNS numeric LANGUAGE sql AS $$
+  INSERT INTO ovf_a VALUES (1, 4000000000000000000), (1, 4000000000000000000), (1, 4000000000000000000);
+  SELECT sum(k) FROM ovf_a WHERE g = 1;
+$$;
+SELECT ovf_probe();
+SET anker.olap_engine = postgres;
+SELECT sum(k) FROM ovf_a WHERE g = 1;
+SET anker.olap_engine = duckdb;
+DROP FUNCTION ovf_probe();
+DROP TABLE ovf_a;
 -- Cancel: a statement timeout stops a long DuckDB query.
 SET statement_timeout = '300ms';
 SELECT count(*) FROM olap_a a, olap_a b WHERE a.t < b.t;

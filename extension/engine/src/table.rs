@@ -25,7 +25,7 @@ use crate::arena::{AllocError, AllocResult, Arena, Heap, Off, PageOwner, NULL_OF
 use crate::column::{bits, page_no_off, PageTable, Replaced};
 use crate::decimal;
 use crate::sync::{RwLatch, SpinLock};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 pub const MAX_COLUMNS: usize = 1600;
 /// Bytes of a variable-length slot.
@@ -397,6 +397,12 @@ pub struct Column {
     state: AtomicU32,
     /// For a tentative column: the transaction that added its attribute.
     owner_xid: AtomicU32,
+    /// Bounds of every fixed-width value ever stored in the column, read as a signed
+    /// integer of the column's width (an empty range, `lo > hi`, until the first).
+    /// They only widen: every version a snapshot can see lies within them, which makes
+    /// them statistics a query optimizer may rely on ([`Column::bounds`]).
+    lo: AtomicI64,
+    hi: AtomicI64,
 }
 
 /// Where a column added after the table was created stands. ALTER TABLE ADD
@@ -435,6 +441,36 @@ impl Column {
 
     pub fn set_owner_xid(&self, xid: u32) {
         self.owner_xid.store(xid, Ordering::Release);
+    }
+
+    /// The smallest and largest value ever stored, for a fixed-width column of 1, 2, 4 or
+    /// 8 bytes that held one. A value is counted before the write that stores it returns,
+    /// so before its transaction can commit.
+    pub fn bounds(&self) -> Option<(i64, i64)> {
+        let (lo, hi) = (self.lo.load(Ordering::Acquire), self.hi.load(Ordering::Acquire));
+        (self.spec_kind == ColumnKind::Fixed as u32 && self.width_shift <= 3 && lo <= hi).then_some((lo, hi))
+    }
+
+    /// Count `bytes`, a value stored in this column (its first `width` bytes).
+    pub(crate) fn widen(&self, bytes: &[u8]) {
+        if self.spec_kind != ColumnKind::Fixed as u32 || self.width_shift > 3 {
+            return;
+        }
+        let mut b = [0u8; 8];
+        let n = bytes.len().min(1 << self.width_shift);
+        b[..n].copy_from_slice(&bytes[..n]);
+        let v = match self.width_shift {
+            0 => b[0] as i8 as i64,
+            1 => i16::from_ne_bytes([b[0], b[1]]) as i64,
+            2 => i32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as i64,
+            _ => i64::from_ne_bytes(b),
+        };
+        if v < self.lo.load(Ordering::Relaxed) {
+            self.lo.fetch_min(v, Ordering::AcqRel);
+        }
+        if v > self.hi.load(Ordering::Relaxed) {
+            self.hi.fetch_max(v, Ordering::AcqRel);
+        }
     }
 
     pub fn spec(&self) -> ColumnSpec {
@@ -643,6 +679,8 @@ impl Table {
             (*col).nulls.init(u32::MAX);
             (*col).state = AtomicU32::new(ColumnState::Permanent as u32);
             (*col).owner_xid = AtomicU32::new(0);
+            (*col).lo = AtomicI64::new(i64::MAX);
+            (*col).hi = AtomicI64::new(i64::MIN);
         }
         self.col_slot(arena, n).store(c, Ordering::Release);
         self.ncols.store(n as u32 + 1, Ordering::Release);
@@ -672,6 +710,8 @@ impl Table {
             (*col).nulls.init(u32::MAX);
             (*col).state = AtomicU32::new(state as u32);
             (*col).owner_xid = AtomicU32::new(0);
+            (*col).lo = AtomicI64::new(i64::MAX);
+            (*col).hi = AtomicI64::new(i64::MIN);
         }
         // Fill before publishing; on failure drop the half-built column.
         let epoch = self.snap_epoch.load(Ordering::Acquire);
@@ -1276,7 +1316,10 @@ impl Table {
         let dst = unsafe { p.add(((row & (c.values.rows_per_page() - 1)) as usize) << c.width_shift) };
         match v {
             Value::Null => {}
-            Value::Fixed(b) => write_fixed(dst, width, b),
+            Value::Fixed(b) => {
+                write_fixed(dst, width, b);
+                c.widen(b);
+            }
             Value::Inline(b) => {
                 debug_assert!(b.len() <= VAR_SLOT && !b.is_empty() && b[0] != 0);
                 write_fixed(dst, VAR_SLOT, b)
@@ -2314,5 +2357,39 @@ mod tests {
         assert_eq!(read(&a, dst, 0, new).unwrap(), vec![1, 2, 3, 4]);
         assert_eq!(read(&a, dst, 1, new).unwrap()[0], 7);
         assert_eq!(read(&a, dst, 2, new).unwrap(), big);
+    }
+
+    /// Column bounds cover every value a snapshot can read: inserted, written in place
+    /// (the old version stays in the undo chain), filled by ALTER TABLE, and rebuilt
+    /// chains of replay; they never narrow, and only integer-like columns have them.
+    #[test]
+    fn column_bounds_cover_every_stored_version() {
+        let a = setup();
+        let dir = Directory::get(&a).unwrap();
+        let t = dir.get_or_create(&a, &[7, 7, 7, 7], &|| vec![ColumnSpec::fixed(4), ColumnSpec::fixed(2), ColumnSpec::var()]).unwrap();
+        assert_eq!(t.column(&a, 0).bounds(), None, "empty before the first value");
+        for v in [5i32, -3, 40] {
+            let vals = [Value::Fixed(&v.to_ne_bytes()), Value::Null, Value::Inline(&[5, b'x'])];
+            t.insert_rows(&a, &[&vals], &[NULL_OFF; 3], 100, 0, 0, 0, &mut vec![]).unwrap();
+        }
+        assert_eq!(t.column(&a, 0).bounds(), Some((-3, 40)));
+        assert_eq!(t.column(&a, 1).bounds(), None, "only NULLs so far");
+        assert_eq!(t.column(&a, 2).bounds(), None, "not a fixed-width column");
+        // an update in place widens; deleting or overwriting the extreme does not narrow
+        let h = t.header(&a, 2).unwrap();
+        assert!(t.update_in_place(&a, 2, &h, 11, 0, &[(0, Value::Fixed(&(-70000i32).to_ne_bytes())), (1, Value::Fixed(&(-2i16).to_ne_bytes()))], &[NULL_OFF; 2]).unwrap());
+        assert_eq!(t.column(&a, 0).bounds(), Some((-70000, 40)));
+        assert_eq!(t.column(&a, 1).bounds(), Some((-2, -2)), "sign-extended from two bytes");
+        let h = t.header(&a, 2).unwrap();
+        assert!(t.update_in_place(&a, 2, &h, 11, 1, &[(0, Value::Fixed(&0i32.to_ne_bytes()))], &[NULL_OFF]).unwrap());
+        assert_eq!(t.column(&a, 0).bounds(), Some((-70000, 40)));
+        // a rebuilt chain holds a version the column never stored
+        let old = i32::MAX.to_ne_bytes();
+        let rec = crate::change::ChainRecord { xmin: 5, cmin: 0, superseded_by: 12, xmin_flags: 0, images: vec![(0, crate::change::Val::Fixed(&old))] };
+        t.build_chain(&a, 1, &[rec]).unwrap();
+        assert_eq!(t.column(&a, 0).bounds(), Some((-70000, i32::MAX as i64)));
+        // ALTER TABLE's fill is stored in every row
+        t.set_column(&a, 3, ColumnSpec::fixed(8), Value::Fixed(&i64::MIN.to_ne_bytes()), ColumnState::Permanent).unwrap();
+        assert_eq!(t.column(&a, 3).bounds(), Some((i64::MIN, i64::MIN)));
     }
 }

@@ -504,7 +504,12 @@ impl Table {
                     std::ptr::write_bytes(data, 0, entry_bytes(col.width_shift) - ENTRY_HEADER);
                     match v {
                         crate::change::Val::Null => {}
-                        crate::change::Val::Fixed(b) | crate::change::Val::Inline(b) => {
+                        crate::change::Val::Fixed(b) => {
+                            std::ptr::copy_nonoverlapping(b.as_ptr(), data, b.len().min(width));
+                            // (a version snapshots may read, never stored in the column here)
+                            col.widen(b);
+                        }
+                        crate::change::Val::Inline(b) => {
                             std::ptr::copy_nonoverlapping(b.as_ptr(), data, b.len().min(width));
                         }
                         crate::change::Val::Numeric(b) => {

@@ -62,6 +62,14 @@ fn value_of(v: ValueRef) -> u64 {
 /// Read `row` through the engine: the newest version whose creator `t`
 /// sees, walking the undo chain.
 fn engine_read(arena: &Arena, table: &Table, w: &World, t: &Txn, row: u64) -> Option<u64> {
+    let v = engine_read_version(arena, table, w, t, row)?;
+    // Every version a reader can see lies within the column's bounds (DuckDB's statistics).
+    let (lo, hi) = table.column(arena, 0).bounds().expect("a column that holds values has bounds");
+    assert!((lo..=hi).contains(&(v as i64)), "version {v} of row {row} outside the bounds {lo}..={hi}");
+    Some(v)
+}
+
+fn engine_read_version(arena: &Arena, table: &Table, w: &World, t: &Txn, row: u64) -> Option<u64> {
     let h: RowHeader = table.header(arena, row)?;
     let mut value = value_of(table.value(arena, 0, row));
     if w.sees(t, h.xmin) {

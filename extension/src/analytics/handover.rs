@@ -365,6 +365,8 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, stmt: 
     let mut tables = vec![];
     let mut names: HashMap<String, i64> = HashMap::new();
     let mut registered = vec![];
+    // The column bounds DuckDB's optimizer may rely on (its column statistics).
+    let mut promised = vec![];
     for (&relid, atts) in &check.tables {
         let relid = pg_sys::Oid::from(relid);
         let name = CStr::from_ptr(pg_sys::get_rel_name(relid)).to_string_lossy().into_owned();
@@ -386,6 +388,7 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, stmt: 
                 None => return Err(format!("\"{name}\" has no column of a type DuckDB takes, to count its rows by")),
             }
         }
+        promised.push(input.bounds());
         let r = scan::register(input);
         names.insert(name.clone(), r.id());
         registered.push(r);
@@ -406,7 +409,7 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, stmt: 
     };
     let ids = registered.iter().map(|r| r.id()).collect();
     drop(registered);
-    let ready = keep_ready(Ready { prepared, session, ids });
+    let ready = keep_ready(Ready { prepared, session, ids, bounds: promised });
     let leaves = split
         .leaves
         .iter()

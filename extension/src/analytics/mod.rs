@@ -238,6 +238,9 @@ pub struct Ready {
     pub prepared: Prepared,
     pub session: Session,
     pub ids: Vec<i64>,
+    /// Per table, the column bounds the statement was optimized with: it may run only on
+    /// inputs whose values lie within them (`scan::Input::within`).
+    pub bounds: Vec<Vec<Option<(i64, i64)>>>,
 }
 
 /// Prepared queries waiting for their plan's execution, by token. A plan that is never

@@ -6,7 +6,7 @@
 use super::duckdb::{self as ddb, Chunk, LogicalType, Pending, Prepared, QueryResult};
 use super::handover::Handover;
 use super::scan::{self, Input};
-use super::{give_back, take_ready, Session};
+use super::{give_back, take_ready, Ready, Session};
 use crate::scan_node::{list_cells, new_scan_state};
 use anker_engine::decimal;
 use pgrx::pg_sys;
@@ -254,13 +254,28 @@ unsafe fn start(s: *mut State) {
     // so far, through the memory context callback.
     (*s).running = Box::into_raw(new);
     let running = &mut *(*s).running;
-    for (i, (((relid, name), cols), finite)) in tables.into_iter().zip(&atts).zip(&finite).enumerate() {
+    let mut collected = vec![];
+    for (((relid, name), cols), finite) in tables.into_iter().zip(&atts).zip(&finite) {
         let rel = pg_sys::RelationIdGetRelation(relid);
         let mut input = Input::describe(rel);
         input.require_finite(finite);
         let sd = input.collect(rel, cols, estate);
         running.rows_in += input.rows();
         running.scans.push((rel, sd));
+        collected.push((name, input));
+    }
+    // The statement was optimized with the column bounds of planning: rows written since
+    // may lie outside them, and then it is prepared again.
+    let ready = match ready {
+        Some(r) if !collected.iter().zip(&r.bounds).all(|((_, input), promised)| input.within(promised)) => {
+            let Ready { prepared, session, .. } = r;
+            drop(prepared);
+            give_back(session);
+            None
+        }
+        r => r,
+    };
+    for (i, (name, input)) in collected.into_iter().enumerate() {
         let r = match &ready {
             Some(ready) => scan::register_as(ready.ids[i], input),
             None => scan::register(input),

@@ -102,6 +102,10 @@ pub struct Column {
     pub kind: Option<Kind>,
     /// Infinite dates and timestamps are an error (DuckDB's EXTRACT makes them NULL).
     pub finite: bool,
+    /// Smallest and largest value, as DuckDB stores them, that the scan can produce: the
+    /// column's bounds in anker (integer-like types only). DuckDB's optimizer relies on
+    /// them ([`anker_scan_bounds`]).
+    pub bounds: Option<(i64, i64)>,
 }
 
 /// A unit of work: rows of the frozen columns, or copied rows.
@@ -179,6 +183,7 @@ impl Input {
                 att: i,
                 kind: Kind::of(a.atttypid, a.atttypmod),
                 finite: false,
+                bounds: None,
             })
             .collect();
         // The statement prepared at planning keeps this estimate for its execution:
@@ -186,7 +191,49 @@ impl Input {
         // (an upper bound), not zero.
         let reltuples = (*(*rel).rd_rel).reltuples;
         let estimated_rows = if reltuples >= 0.0 { reltuples as u64 } else { table_of(rel).nrows() };
-        Input { columns, estimated_rows, ascii_only: !super::handover::utf8_database(), source: None }
+        let mut input = Input { columns, estimated_rows, ascii_only: !super::handover::utf8_database(), source: None };
+        input.read_bounds(rel);
+        input
+    }
+
+    /// Read the columns' bounds from the table. They only widen, so bounds read after
+    /// [`collect`](Self::collect) cover every value it found.
+    unsafe fn read_bounds(&mut self, rel: pg_sys::Relation) {
+        let arena = shmem::arena();
+        let table = table_of(rel);
+        let atts = datum::attrs((*rel).rd_att);
+        for c in &mut self.columns {
+            c.bounds = None;
+            // Values are read from the pages only when stored as the attribute says (others
+            // come through the reader, which may add values the column never held).
+            if !table.has_column(arena, c.att) || table.column(arena, c.att).spec() != datum::spec_for(&atts[c.att]) {
+                continue;
+            }
+            let Some((lo, hi)) = table.column(arena, c.att).bounds() else { continue };
+            c.bounds = match c.kind {
+                Some(Kind::Int2 | Kind::Int4 | Kind::Int8) => Some((lo, hi)),
+                // (the conversions of the scan, which keep the order)
+                Some(Kind::Date) => duck_date(lo as i32, false).ok().zip(duck_date(hi as i32, false).ok()).map(|(l, h)| (l as i64, h as i64)),
+                Some(Kind::Timestamp) => duck_timestamp(lo, false).ok().zip(duck_timestamp(hi, false).ok()),
+                _ => None,
+            };
+        }
+    }
+
+    /// The bounds DuckDB may have been given for each column.
+    pub fn bounds(&self) -> Vec<Option<(i64, i64)>> {
+        self.columns.iter().map(|c| c.bounds).collect()
+    }
+
+    /// Whether `promised` (this table's [`bounds`](Self::bounds) when a statement was
+    /// prepared) still covers every value found by [`collect`](Self::collect).
+    pub fn within(&self, promised: &[Option<(i64, i64)>]) -> bool {
+        promised.len() == self.columns.len()
+            && self.columns.iter().zip(promised).all(|(c, p)| match (p, c.bounds) {
+                (None, _) => true,
+                (Some((lo, hi)), Some((l, h))) => *lo <= l && h <= *hi,
+                (Some(_), None) => false,
+            })
     }
 
     /// Resolve visibility of `rel`'s rows for the statement and record what DuckDB reads:
@@ -237,6 +284,7 @@ impl Input {
         tscan::scan_rows(sd, slot, &mut sink);
         pg_sys::ExecDropSingleTupleTableSlot(slot);
         self.source = Some(Source { arena, table, snap: snap.filter(|_| sink.blocks), units: sink.units, copied: sink.copied, copied_col });
+        self.read_bounds(rel);
         sd
     }
 
@@ -425,6 +473,7 @@ pub unsafe fn register_function(con: duckdb_connection) -> Result<(), String> {
     duckdb_table_function_set_local_init(f, Some(local_init));
     duckdb_table_function_set_function(f, Some(scan));
     duckdb_table_function_supports_projection_pushdown(f, true);
+    anker_table_function_statistics(f);
     let ok = duckdb_register_table_function(con, f) == SUCCESS;
     duckdb_destroy_table_function(&mut f);
     if ok {
@@ -450,6 +499,39 @@ fn guarded(f: impl FnOnce()) -> Result<(), String> {
 }
 
 // ---- DuckDB's callbacks (any thread: no PostgreSQL calls) ----------------------------
+
+extern "C" {
+    /// duckdb_stats.cpp: make `f`'s statistics callback ask [`anker_scan_bounds`].
+    fn anker_table_function_statistics(f: duckdb_table_function);
+}
+
+/// DuckDB's statistics callback (through duckdb_stats.cpp), while it optimizes a query:
+/// the bounds of column `column` of the input `bind_data` names, with their type as a
+/// code duckdb_stats.cpp knows. False: no statistics. (`bind_data` is the bind's boxed
+/// registry id or null; the out-pointers are the caller's locals, valid for the call.)
+#[no_mangle]
+unsafe extern "C" fn anker_scan_bounds(bind_data: *mut c_void, column: u64, kind: *mut i32, lo: *mut i64, hi: *mut i64) -> bool {
+    let mut found = false;
+    let outcome = guarded(|| {
+        if bind_data.is_null() {
+            return;
+        }
+        let Some(input) = input(*(bind_data as *const i64)) else { return };
+        let Some(c) = input.columns.get(column as usize) else { return };
+        let (Some((l, h)), Some(k)) = (c.bounds, c.kind) else { return };
+        *kind = match k {
+            Kind::Int2 => 0,
+            Kind::Int4 => 1,
+            Kind::Int8 => 2,
+            Kind::Date => 3,
+            Kind::Timestamp => 4,
+            _ => return,
+        };
+        (*lo, *hi) = (l, h);
+        found = true;
+    });
+    outcome.is_ok() && found
+}
 
 unsafe extern "C" fn bind(info: duckdb_bind_info) {
     if let Err(msg) = guarded(|| bind_body(info)) {
