@@ -106,6 +106,9 @@ SELECT olap_check('SELECT count(*), sum(o.n) FROM olap@ o, dim@ d WHERE (o.g = d
 -- followed; three or more relations with an outer join stay in PostgreSQL.
 SELECT olap_check('SELECT d1.grp, count(*) FROM olap@ o1 JOIN dim@ d1 ON o1.g = d1.id JOIN olap@ o2 ON o2.id = o1.id + 1 JOIN dim@ d2 ON o2.g = d2.id WHERE o1.id < 1000 GROUP BY d1.grp');
 SELECT olap_check('SELECT count(*) FROM olap@ o LEFT JOIN dim@ d1 ON o.g = d1.id JOIN dim@ d2 ON d2.id = o.g');
+-- A sub-query PostgreSQL plans on its own (here an InitPlan in HAVING) follows its plan's
+-- join order too.
+SELECT olap_check('SELECT d1.grp, count(*) FROM olap@ o, dim@ d1, dim@ d2 WHERE o.g = d1.id AND d1.grp = d2.id GROUP BY d1.grp HAVING count(*) > (SELECT min(o.n) FROM olap@ o, dim@ d1, dim@ d2 WHERE o.g = d1.id AND d1.grp = d2.id)');
 CREATE FUNCTION duckdb_query(q text) RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
     l text;
@@ -122,6 +125,7 @@ SELECT duckdb_query('SELECT d1.grp, count(*) FROM olap_a o1, dim_a d1, olap_a o2
 SELECT duckdb_query('SELECT x.g, x.s, d.name, count(*) FROM (SELECT o.g, sum(o.n) AS s FROM olap_a o, dim_a d1, dim_a d2 WHERE o.g = d1.id AND d1.grp = d2.id GROUP BY o.g) x, dim_a d, olap_a o2 WHERE x.g = d.id AND o2.g = x.g GROUP BY 1, 2, 3');
 SELECT duckdb_query('SELECT d1.grp, count(*) FROM olap_a o1 JOIN dim_a d1 ON o1.g = d1.id JOIN olap_a o2 ON o2.id = o1.id + 1 JOIN dim_a d2 ON o2.g = d2.id WHERE o1.id < 1000 GROUP BY d1.grp');
 SELECT duckdb_query('SELECT count(*), sum(o.n) FROM olap_a o, dim_a d WHERE (o.g = d.id AND d.grp = 1 AND o.id < 5000) OR (o.g = d.id AND d.grp = 2 AND o.id > 15000 AND d.name <> ''n5'')');
+SELECT duckdb_query('SELECT d1.grp, count(*) FROM olap_a o, dim_a d1, dim_a d2 WHERE o.g = d1.id AND d1.grp = d2.id GROUP BY d1.grp HAVING count(*) > (SELECT min(o.n) FROM olap_a o, dim_a d1, dim_a d2 WHERE o.g = d1.id AND d1.grp = d2.id)');
 RESET anker.olap_engine;
 
 -- PostgreSQL computes what DuckDB cannot exactly, on top of DuckDB's columns: avg as

@@ -352,6 +352,7 @@ unsafe fn prepare(parse: *mut pg_sys::Query, check: &Check, split: Split, stmt: 
     }
     pin_numeric_constants(copy as *mut pg_sys::Node, std::ptr::null_mut());
     let ordered = follow_join_order(copy, stmt);
+    follow_sublink_orders(copy, stmt);
     if !ordered && relations_joined((*copy).jointree as *mut pg_sys::Node) >= 3 {
         return Err("DuckDB would choose the join order without statistics, and PostgreSQL's plan cannot be followed".into());
     }
@@ -730,20 +731,10 @@ impl Level {
     /// whole).
     unsafe fn subquery_offset(&self, s: i32, scans: &[i32]) -> Option<i32> {
         let rte = self.rte(s);
-        if (*rte).rtekind != pg_sys::RTEKind::RTE_SUBQUERY || (*rte).subquery.is_null() || scans.is_empty() {
+        if (*rte).rtekind != pg_sys::RTEKind::RTE_SUBQUERY || (*rte).subquery.is_null() {
             return None;
         }
-        let sub = list_cells((*(*rte).subquery).rtable);
-        let flat = list_cells(self.flat);
-        let lowest = *scans.iter().min()?;
-        (1..=sub.len() as i32).map(|k| lowest - k).find(|&o| {
-            o >= 0
-                && scans.iter().all(|&i| i > o && i - o <= sub.len() as i32)
-                && sub.iter().enumerate().all(|(k, c)| {
-                    let (a, b) = (c.ptr_value as *mut pg_sys::RangeTblEntry, flat.get(o as usize + k).map(|c| c.ptr_value as *mut pg_sys::RangeTblEntry));
-                    b.is_some_and(|b| (*a).rtekind == (*b).rtekind && (*a).relid == (*b).relid)
-                })
-        })
+        rtable_offset((*(*rte).subquery).rtable, self.flat, scans)
     }
 
     /// Have sub-query item `s`'s FROM list follow the plan `inner` of it, if it can (if not,
@@ -836,6 +827,50 @@ impl Level {
 unsafe fn follow_join_order(q: *mut pg_sys::Query, stmt: *mut pg_sys::PlannedStmt) -> bool {
     let Some(tree) = plan_tree((*stmt).planTree, false, (*stmt).rtable) else { return false };
     Level { q, offset: 0, flat: (*stmt).rtable }.follow(&tree).is_some_and(|items| items >= 3)
+}
+
+/// Where a planned sub-query's range table `sub` starts in the flattened one `flat`, if
+/// the relations `scans` can be its (PostgreSQL appends it whole).
+unsafe fn rtable_offset(sub: *mut pg_sys::List, flat: *mut pg_sys::List, scans: &[i32]) -> Option<i32> {
+    let (sub, flat) = (list_cells(sub), list_cells(flat));
+    let lowest = *scans.iter().min()?;
+    (1..=sub.len() as i32).map(|k| lowest - k).find(|&o| {
+        o >= 0
+            && scans.iter().all(|&i| i > o && i - o <= sub.len() as i32)
+            && sub.iter().enumerate().all(|(k, c)| {
+                let (a, b) = (c.ptr_value as *mut pg_sys::RangeTblEntry, flat.get(o as usize + k).map(|c| c.ptr_value as *mut pg_sys::RangeTblEntry));
+                b.is_some_and(|b| (*a).rtekind == (*b).rtekind && (*a).relid == (*b).relid)
+            })
+    })
+}
+
+/// Have the sub-query of each sub-link of `q` that PostgreSQL planned on its own (an
+/// InitPlan or SubPlan: `stmt.subplans`) follow that plan's join order, as sub-queries in
+/// FROM do: with its join order optimizer off DuckDB would join them as written, and a
+/// sub-query whose joins are the query's then looks the same to DuckDB, which evaluates a
+/// repeated sub-plan once (CH Q11's HAVING repeats the query's three-way join).
+unsafe fn follow_sublink_orders(q: *mut pg_sys::Query, stmt: *mut pg_sys::PlannedStmt) {
+    let mut sublinks = vec![];
+    let mut collect = |n: *mut pg_sys::Node| {
+        if (*n).type_ == pg_sys::NodeTag::T_SubLink {
+            sublinks.push((*(n as *mut pg_sys::SubLink)).subselect as *mut pg_sys::Query);
+        }
+        false
+    };
+    for e in [(*q).targetList as *mut pg_sys::Node, (*q).havingQual, (*(*q).jointree).quals] {
+        avg::any_node(e, &mut collect);
+    }
+    let plans: Vec<PlanTree> = list_cells((*stmt).subplans).iter().filter_map(|c| plan_tree(c.ptr_value as *mut pg_sys::Plan, false, (*stmt).rtable)).collect();
+    for sub in sublinks {
+        for tree in &plans {
+            let mut scans = vec![];
+            tree.scans(&mut scans);
+            if let Some(offset) = rtable_offset((*sub).rtable, (*stmt).rtable, &scans) {
+                Level { q: sub, offset, flat: (*stmt).rtable }.follow(tree);
+                break;
+            }
+        }
+    }
 }
 
 /// PostgreSQL's planner derives from `(a1 AND b1) OR (a2 AND b2)`, where the `a`s read only
