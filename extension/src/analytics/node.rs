@@ -248,7 +248,7 @@ unsafe fn start(s: *mut State) {
         .map(|c| list_cells(c.ptr_value as *mut pg_sys::List).iter().map(|a| a.int_value as usize).collect())
         .collect();
     // The query as DuckDB prepared it at planning, if this plan's execution is the first.
-    let ready = take_ready(ready_token(node)).filter(|r| r.ids.len() == tables.len());
+    let ready = take_ready(ready_token(node));
     let mut by_name = HashMap::new();
     // Owned by `s` from here on (the only owner): an error below frees what was set up
     // so far, through the memory context callback.
@@ -264,10 +264,10 @@ unsafe fn start(s: *mut State) {
         running.scans.push((rel, sd));
         collected.push((name, input));
     }
-    // The statement was optimized with the column bounds of planning: rows written since
-    // may lie outside them, and then it is prepared again.
+    // The statement was bound to as many tables and optimized with the column bounds of
+    // planning: rows written since may lie outside them, and then it is prepared again.
     let ready = match ready {
-        Some(r) if !collected.iter().zip(&r.bounds).all(|((_, input), promised)| input.within(promised)) => {
+        Some(r) if r.ids.len() != collected.len() || !collected.iter().zip(&r.bounds).all(|((_, input), promised)| input.within(promised)) => {
             let Ready { prepared, session, .. } = r;
             drop(prepared);
             give_back(session);

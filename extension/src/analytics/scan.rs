@@ -206,10 +206,11 @@ impl Input {
             c.bounds = None;
             // Values are read from the pages only when stored as the attribute says (others
             // come through the reader, which may add values the column never held).
-            if !table.has_column(arena, c.att) || table.column(arena, c.att).spec() != datum::spec_for(&atts[c.att]) {
+            if !table.has_column(arena, c.att) {
                 continue;
             }
-            let Some((lo, hi)) = table.column(arena, c.att).bounds() else { continue };
+            let column = table.column(arena, c.att);
+            let Some((lo, hi)) = column.bounds().filter(|_| column.spec() == datum::spec_for(&atts[c.att])) else { continue };
             c.bounds = match c.kind {
                 Some(Kind::Int2 | Kind::Int4 | Kind::Int8) => Some((lo, hi)),
                 // (the conversions of the scan, which keep the order)
