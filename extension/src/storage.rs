@@ -138,6 +138,27 @@ pub unsafe fn fetch_reader(rel: pg_sys::Relation, table: &Table) -> &'static mut
     r
 }
 
+/// The fetch reader cached with `rel`'s relcache entry and the bytes of its
+/// scratch memory, as a template for new readers of `table`; None when the
+/// entry is not bound to `table` as it is now (a rewrite's scan of the old
+/// storage, a table replaced since).
+pub unsafe fn reader_template(rel: pg_sys::Relation, table: &Table) -> Option<(&'static crate::tam::scan::Reader, usize)> {
+    let c = (*rel).rd_amcache as *mut AmCache;
+    let arena = shmem::arena();
+    if c.is_null()
+        || (*c).generation != arena.generation()
+        || (*c).table != arena.off_of(table as *const Table)
+        || (*c).schema_gen != table.schema_gen()
+    {
+        return None;
+    }
+    if !(*c).fetch_ready {
+        (*c).fetch.write(crate::tam::scan::Reader::new_in(rel, table, (c as *mut u8).add(SCRATCH_AT)));
+        (*c).fetch_ready = true;
+    }
+    Some(((*c).fetch.assume_init_ref(), (*c).scratch))
+}
+
 /// Make the stored columns match the relation's attributes. ALTER TABLE
 /// changes only the catalog when it adds a column without a rewrite:
 ///

@@ -25,7 +25,7 @@ use crate::arena::{AllocError, AllocResult, Arena, Heap, Off, PageOwner, NULL_OF
 use crate::column::{bits, page_no_off, PageTable, Replaced};
 use crate::decimal;
 use crate::sync::{RwLatch, SpinLock};
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 pub const MAX_COLUMNS: usize = 1600;
 /// Bytes of a variable-length slot.
@@ -546,6 +546,9 @@ pub struct Table {
     /// (others wait).
     pub durable_seq: AtomicU64,
     pub log_tail: AtomicU32,
+    /// Where the boundary last found the log's last block in its cache (a
+    /// hint it checks; 0: none).
+    pub log_tail_hint: AtomicI32,
     pub log_permanent: AtomicU32,
     pub loading: AtomicU32,
     /// Bytes of the on-disk log after its image, and of the image (the
@@ -618,6 +621,7 @@ impl Table {
             (*t).schema_gen = AtomicU32::new(0);
             (*t).durable_seq = AtomicU64::new(0);
             (*t).log_tail = AtomicU32::new(u32::MAX);
+            (*t).log_tail_hint = AtomicI32::new(0);
             (*t).log_permanent = AtomicU32::new(0);
             (*t).log_bytes = AtomicU64::new(0);
             (*t).image_bytes = AtomicU64::new(0);

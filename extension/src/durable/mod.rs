@@ -232,7 +232,17 @@ unsafe fn lock_tail(fork: Fork, table: &Table) -> pg_sys::Buffer {
             fork.unlock_extension();
             continue;
         }
-        let buf = fork.read_locked(tail);
+        // Most writes find the tail where the last one left it: pin it
+        // there without the buffer mapping lookup.
+        let hint = table.log_tail_hint.load(Ordering::Relaxed);
+        let buf = if hint != 0 && pg_sys::ReadRecentBuffer(fork.rnode, pg_sys::ForkNumber::MAIN_FORKNUM, tail, hint) {
+            pg_sys::LockBuffer(hint, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
+            hint
+        } else {
+            let buf = fork.read_locked(tail);
+            table.log_tail_hint.store(buf, Ordering::Relaxed);
+            buf
+        };
         if table.log_tail.load(Ordering::Acquire) == tail {
             return buf;
         }

@@ -55,9 +55,31 @@ pub struct Reader {
 }
 
 impl Reader {
-    /// A reader for `table` (the storage of `rel`) in CurrentMemoryContext.
+    /// A reader for `table` (the storage of `rel`) in CurrentMemoryContext:
+    /// a copy of the one cached with the relation when there is one (setting
+    /// a reader up looks at every attribute and its column, which cost more
+    /// than the fetch itself for the single-row index scans of OLTP).
     pub unsafe fn new(rel: pg_sys::Relation, table: &Table) -> Reader {
+        if let Some((template, bytes)) = crate::storage::reader_template(rel, table) {
+            return template.copy_in(table, pg_sys::palloc(bytes) as *mut u8);
+        }
         Reader::new_in(rel, table, pg_sys::palloc(Reader::scratch_bytes((*rel).rd_att, table)) as *mut u8)
+    }
+
+    /// A reader like this one with its arrays in `scratch` (as many bytes
+    /// as this reader's), no pages cached and an empty row buffer.
+    unsafe fn copy_in(&self, table: &Table, scratch: *mut u8) -> Reader {
+        let n = self.natts.max(1);
+        let needed = scratch as *mut bool;
+        let missing = scratch.add(n) as *mut bool;
+        let cols = scratch.add(Self::cols_at(n)) as *mut ColCache;
+        let buf = (cols as *mut u8).add(n * std::mem::size_of::<ColCache>());
+        std::ptr::copy_nonoverlapping(self.needed, needed, self.natts);
+        std::ptr::copy_nonoverlapping(self.missing, missing, self.natts);
+        std::ptr::copy_nonoverlapping(self.cols, cols, self.natts);
+        let mut r = Reader { cur: Cursor::NEW, last: None, last_depth: 0, needed, missing, cols, buf, ..*self };
+        r.reset(table);
+        r
     }
 
     /// Bytes of scratch memory a reader of `table` for a relation with
@@ -217,13 +239,29 @@ impl Reader {
         vis: &Visibility,
         slot: *mut pg_sys::TupleTableSlot,
     ) -> bool {
+        self.read_to(rel, table, row, vis, slot, self.buf)
+    }
+
+    /// [`read`](Self::read), copying unstable values to `buf` (at least
+    /// [`row_buffer_bytes`](Self::row_buffer_bytes)) instead of the
+    /// reader's row buffer: they then stay valid as long as `buf`.
+    #[inline]
+    pub unsafe fn read_to(
+        &mut self,
+        rel: pg_sys::Relation,
+        table: &Table,
+        row: u64,
+        vis: &Visibility,
+        slot: *mut pg_sys::TupleTableSlot,
+        buf: *mut u8,
+    ) -> bool {
         let arena = shmem::arena();
         loop {
             self.last = None;
             let _epoch = self.guard_live(table);
             let Some(h) = table.cursor_header(arena, &mut self.cur, row) else { return false };
             let seen = self.judge(rel, table, row, &h, vis);
-            if !self.materialize(rel, table, row, &h, seen, slot) {
+            if !self.materialize(rel, table, row, &h, seen, slot, buf) {
                 return false;
             }
             let cols = std::slice::from_raw_parts_mut(self.cols, self.natts);
@@ -293,14 +331,15 @@ impl Reader {
         h: &RowHeader,
         seen: Seen,
         slot: *mut pg_sys::TupleTableSlot,
+        buf: *mut u8,
     ) -> bool {
         match seen {
             Seen::None => return false,
-            Seen::Live => self.fill(rel, table, row, slot, Some(h)),
+            Seen::Live => self.fill_to(rel, table, row, slot, Some(h), buf),
             Seen::Older(k) => {
                 shmem::arena().count(stats::CHAIN_WALKS, 1);
-                self.fill(rel, table, row, slot, Some(h));
-                self.apply_older(table, slot, h, k);
+                self.fill_to(rel, table, row, slot, Some(h), buf);
+                self.apply_older(table, slot, h, k, buf);
             }
         }
         true
@@ -373,7 +412,7 @@ impl Reader {
     /// Turn the live values in `slot` into those of version `k`: apply the
     /// before-images of the first `k` undo records, newest first, so the
     /// oldest one wins. The caller is inside a reclamation epoch.
-    unsafe fn apply_older(&mut self, table: &Table, slot: *mut pg_sys::TupleTableSlot, h: &RowHeader, k: usize) {
+    unsafe fn apply_older(&mut self, table: &Table, slot: *mut pg_sys::TupleTableSlot, h: &RowHeader, k: usize, buf: *mut u8) {
         let arena = shmem::arena();
         let atts = datum::attrs((*slot).tts_tupleDescriptor);
         let values = std::slice::from_raw_parts_mut((*slot).tts_values, atts.len());
@@ -389,7 +428,7 @@ impl Reader {
                 if i >= atts.len() || i >= self.natts || !*self.needed.add(i) {
                     continue;
                 }
-                match datum::to_datum_buffered(&atts[i], im.value, self.buf.add(i * self.buf_stride)) {
+                match datum::to_datum_buffered(&atts[i], im.value, buf.add(i * self.buf_stride)) {
                     Some(d) => {
                         values[i] = d;
                         nulls[i] = false;
@@ -438,6 +477,24 @@ impl Reader {
         slot: *mut pg_sys::TupleTableSlot,
         h: Option<&RowHeader>,
     ) {
+        self.fill_to(rel, table, row, slot, h, self.buf)
+    }
+
+    /// Bytes of the row buffer unstable values of a row are copied to.
+    pub fn row_buffer_bytes(&self) -> usize {
+        self.natts * self.buf_stride
+    }
+
+    #[inline]
+    unsafe fn fill_to(
+        &mut self,
+        rel: pg_sys::Relation,
+        table: &Table,
+        row: u64,
+        slot: *mut pg_sys::TupleTableSlot,
+        h: Option<&RowHeader>,
+        buf: *mut u8,
+    ) {
         let arena = shmem::arena();
         clear_slot(slot);
         // A frozen reader keeps its missing values: its snapshot predates
@@ -461,7 +518,7 @@ impl Reader {
                 if stable {
                     datum::to_datum_stable(&atts[i], v)
                 } else {
-                    datum::to_datum_buffered(&atts[i], v, self.buf.add(i * self.buf_stride))
+                    datum::to_datum_buffered(&atts[i], v, buf.add(i * self.buf_stride))
                 }
             } else if i < n && *self.missing.add(i) {
                 let mut isnull = true;
@@ -904,7 +961,7 @@ pub unsafe fn scan_rows(scan: pg_sys::TableScanDesc, slot: *mut pg_sys::TupleTab
                 }
                 run = row + 1;
                 if let Some((h, seen)) = judged {
-                    if d.reader.materialize(d.base.rs_rd, table, row, &h, seen, slot) {
+                    if d.reader.materialize(d.base.rs_rd, table, row, &h, seen, slot, d.reader.buf) {
                         sink.row(slot);
                         returned += 1;
                     }
@@ -1158,6 +1215,11 @@ pub unsafe fn fetch_into(
 ) -> bool {
     let reader = crate::storage::fetch_reader(rel, table);
     reader.prefetch(table, row);
+    // The values must outlive the next fetch from `rel`: copied to memory
+    // of the slot's own (or, for slots not ours, materialized).
+    if let Some(buf) = super::slot::row_buffer(slot, reader.row_buffer_bytes()) {
+        return reader.read_to(rel, table, row, vis, slot, buf);
+    }
     let found = reader.read(rel, table, row, vis, slot);
     if found {
         pg_sys::ExecMaterializeSlot(slot);

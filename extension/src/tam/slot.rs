@@ -20,6 +20,10 @@ pub struct AnkerSlot {
     xmax: u32,
     cmin: u32,
     cmax: u32,
+    /// Memory of the slot's own for the values of rows fetched by TID
+    /// ([`row_buffer`]), reused from fetch to fetch.
+    buf: *mut u8,
+    buf_len: usize,
 }
 
 static mut OPS: pg_sys::TupleTableSlotOps = pg_sys::TupleTableSlotOps {
@@ -46,6 +50,7 @@ pub fn init_ops() {
         OPS.base_slot_size = std::mem::size_of::<AnkerSlot>();
         OPS.init = Some(slot_init);
         OPS.clear = Some(slot_clear);
+        OPS.release = Some(slot_release);
         OPS.getsysattr = Some(slot_getsysattr);
     }
 }
@@ -83,12 +88,47 @@ pub fn set_stamps(slot: *mut pg_sys::TupleTableSlot, h: Option<&RowHeader>) {
     }
 }
 
+/// `bytes` of memory owned by `slot` (if it is ours) that values stored in
+/// it may point to: they stay valid until the slot is filled again or
+/// dropped, as a materialized slot's would, without copying them twice.
+pub unsafe fn row_buffer(slot: *mut pg_sys::TupleTableSlot, bytes: usize) -> Option<*mut u8> {
+    if !is_ours(slot) {
+        return None;
+    }
+    let s = &mut *(slot as *mut AnkerSlot);
+    if s.buf.is_null() || s.buf_len < bytes {
+        if !s.buf.is_null() {
+            pg_sys::pfree(s.buf as *mut std::ffi::c_void);
+            s.buf = std::ptr::null_mut();
+        }
+        let len = bytes.max(8);
+        s.buf = pg_sys::MemoryContextAlloc((*slot).tts_mcxt, len) as *mut u8;
+        s.buf_len = len;
+    }
+    Some(s.buf)
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn slot_init(slot: *mut pg_sys::TupleTableSlot) {
     if let Some(init) = pg_sys::TTSOpsVirtual.init {
         init(slot);
     }
-    (*(slot as *mut AnkerSlot)).valid = false;
+    let s = &mut *(slot as *mut AnkerSlot);
+    s.valid = false;
+    s.buf = std::ptr::null_mut();
+    s.buf_len = 0;
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn slot_release(slot: *mut pg_sys::TupleTableSlot) {
+    if let Some(release) = pg_sys::TTSOpsVirtual.release {
+        release(slot);
+    }
+    let s = &mut *(slot as *mut AnkerSlot);
+    if !s.buf.is_null() {
+        pg_sys::pfree(s.buf as *mut std::ffi::c_void);
+        s.buf = std::ptr::null_mut();
+    }
 }
 
 #[pg_guard]
