@@ -97,10 +97,8 @@ pub unsafe fn row_buffer(slot: *mut pg_sys::TupleTableSlot, bytes: usize) -> Opt
     }
     let s = &mut *(slot as *mut AnkerSlot);
     if s.buf.is_null() || s.buf_len < bytes {
-        if !s.buf.is_null() {
-            pg_sys::pfree(s.buf as *mut std::ffi::c_void);
-            s.buf = std::ptr::null_mut();
-        }
+        // (a smaller one is left to the memory context: the row the slot
+        // still holds may point into it until the fetch replaces the row)
         let len = bytes.max(8);
         s.buf = pg_sys::MemoryContextAlloc((*slot).tts_mcxt, len) as *mut u8;
         s.buf_len = len;
