@@ -31,6 +31,8 @@
 #   cluster_cleanup
 #       cluster_stop, then remove CLUSTER_DIR. Safe to call more than once and from a trap:
 #           trap cluster_cleanup EXIT
+#       Only for a cluster cluster_start made in this shell: a script that refused to start
+#       because the environment names another cluster leaves that one alone.
 #
 # Environment (optional)
 #   PG_BINDIR       PostgreSQL binaries (default: /usr/lib/postgresql/15/bin, else pg_config --bindir)
@@ -75,6 +77,7 @@ cluster_start() {
     # The port only names the socket file (no TCP), so any value works; vary it for readability.
     CLUSTER_PORT=$(( 20000 + RANDOM % 20000 ))
     export CLUSTER_DIR CLUSTER_DATA CLUSTER_SOCK CLUSTER_LOG CLUSTER_PORT
+    _CLUSTER_STARTED_HERE=$CLUSTER_DIR
     mkdir -p "$CLUSTER_SOCK" "$CLUSTER_DIR/work"
     chmod 755 "$CLUSTER_DIR"
     if [ "$(id -u)" -eq 0 ]; then
@@ -138,6 +141,7 @@ cluster_stop() {
 
 cluster_cleanup() {
     [ -n "${CLUSTER_DIR:-}" ] || return 0
+    [ "$CLUSTER_DIR" = "${_CLUSTER_STARTED_HERE:-}" ] || return 0
     cluster_stop
     if [ "${CLUSTER_KEEP:-0}" = 1 ]; then
         echo "cluster_cleanup: keeping $CLUSTER_DIR (CLUSTER_KEEP=1)" >&2
