@@ -126,6 +126,13 @@ pub fn table_for_write(rel: pg_sys::Relation) -> &'static Table {
 pub unsafe fn fetch_reader(rel: pg_sys::Relation, table: &Table) -> &'static mut crate::tam::scan::Reader {
     let c = (*rel).rd_amcache as *mut AmCache;
     debug_assert!(!c.is_null(), "table_of(rel) sets rd_amcache");
+    let r = cached_reader(c, rel, table);
+    r.reset(table);
+    r
+}
+
+/// The reader of the `AmCache` chunk `c` (rel's), set up on first use.
+unsafe fn cached_reader(c: *mut AmCache, rel: pg_sys::Relation, table: &Table) -> &'static mut crate::tam::scan::Reader {
     // SAFETY: table_of made the chunk for rel's descriptor, with
     // SCRATCH_AT + scratch_bytes(rd_att) bytes; the reader is re-made
     // whenever table_of rebinds the relation.
@@ -133,9 +140,7 @@ pub unsafe fn fetch_reader(rel: pg_sys::Relation, table: &Table) -> &'static mut
         (*c).fetch.write(crate::tam::scan::Reader::new_in(rel, table, (c as *mut u8).add(SCRATCH_AT)));
         (*c).fetch_ready = true;
     }
-    let r = (*c).fetch.assume_init_mut();
-    r.reset(table);
-    r
+    (*c).fetch.assume_init_mut()
 }
 
 /// The fetch reader cached with `rel`'s relcache entry and the bytes of its
@@ -152,11 +157,7 @@ pub unsafe fn reader_template(rel: pg_sys::Relation, table: &Table) -> Option<(&
     {
         return None;
     }
-    if !(*c).fetch_ready {
-        (*c).fetch.write(crate::tam::scan::Reader::new_in(rel, table, (c as *mut u8).add(SCRATCH_AT)));
-        (*c).fetch_ready = true;
-    }
-    Some(((*c).fetch.assume_init_ref(), (*c).scratch))
+    Some((cached_reader(c, rel, table), (*c).scratch))
 }
 
 /// Make the stored columns match the relation's attributes. ALTER TABLE
