@@ -42,6 +42,10 @@ struct AmCache {
     scratch: usize,
     /// `fetch` is set up for `table`.
     fetch_ready: bool,
+    /// `table` has a column for every attribute of the relation's
+    /// descriptor (the check of [`table_for_write`] found nothing to do at
+    /// `schema_gen`).
+    columns_synced: bool,
     fetch: std::mem::MaybeUninit<crate::tam::scan::Reader>,
 }
 
@@ -99,6 +103,7 @@ pub fn table_of(rel: pg_sys::Relation) -> &'static Table {
         (*c).table = arena.off_of(t as *const Table);
         (*c).schema_gen = t.schema_gen();
         (*c).fetch_ready = false;
+        (*c).columns_synced = false;
         t
     }
 }
@@ -109,6 +114,13 @@ pub fn table_of(rel: pg_sys::Relation) -> &'static Table {
 /// old storage with the old descriptor.
 pub fn table_for_write(rel: pg_sys::Relation) -> &'static Table {
     let t = table_of(rel);
+    // SAFETY: table_of set rd_amcache to an AmCache bound to `t` at its
+    // current schema generation; the relcache frees it (and with it the
+    // flag) whenever the descriptor changes.
+    let c = unsafe { (*rel).rd_amcache as *mut AmCache };
+    if unsafe { (*c).columns_synced } {
+        return t;
+    }
     // SAFETY: rel is open.
     let desc = unsafe { (*rel).rd_att };
     let gen = t.schema_gen();
@@ -116,6 +128,9 @@ pub fn table_for_write(rel: pg_sys::Relation) -> &'static Table {
     if t.schema_gen() != gen {
         table_of(rel) // rebinds the cached reader to the new columns
     } else {
+        // SAFETY: as above; a later change of the columns bumps the
+        // generation, and table_of then clears the flag.
+        unsafe { (*c).columns_synced = true };
         t
     }
 }
@@ -368,7 +383,10 @@ pub fn install_hooks() {
 
 static mut PREV_OBJECT_ACCESS_HOOK: pg_sys::object_access_hook_type = None;
 
-#[pg_guard]
+/// Not guarded: PostgreSQL calls the hook for every function an
+/// expression is set up to call, and a guard (a `sigsetjmp`) each time
+/// cost more than the test below. Holds no value with a destructor (the
+/// previous hook may `longjmp` through it); the work is guarded.
 unsafe extern "C-unwind" fn object_access(
     access: pg_sys::ObjectAccessType::Type,
     class_id: pg_sys::Oid,
@@ -379,9 +397,13 @@ unsafe extern "C-unwind" fn object_access(
     if let Some(prev) = PREV_OBJECT_ACCESS_HOOK {
         prev(access, class_id, object_id, sub_id, arg);
     }
-    if access != pg_sys::ObjectAccessType::OAT_DROP || sub_id != 0 {
-        return;
+    if access == pg_sys::ObjectAccessType::OAT_DROP && sub_id == 0 {
+        object_dropped(class_id, object_id);
     }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn object_dropped(class_id: pg_sys::Oid, object_id: pg_sys::Oid) {
     if class_id == pg_sys::RelationRelationId {
         let rel = pg_sys::RelationIdGetRelation(object_id);
         if rel.is_null() {

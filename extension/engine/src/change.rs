@@ -690,7 +690,7 @@ impl Table {
             }
             Change::ColumnState { col, state } => {
                 if *col < self.ncols() {
-                    self.column(arena, *col).set_state(*state);
+                    self.set_column_state(arena, *col, *state);
                 }
                 Ok(())
             }

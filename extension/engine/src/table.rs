@@ -430,7 +430,7 @@ impl Column {
         }
     }
 
-    pub fn set_state(&self, state: ColumnState) {
+    fn set_state(&self, state: ColumnState) {
         self.state.store(state as u32, Ordering::Release);
     }
 
@@ -755,7 +755,18 @@ impl Table {
         self.ncols.load(Ordering::Acquire) as usize
     }
 
-    /// Changes whenever a column is added or replaced.
+    /// Give column `i` the state `state`. A change of state is a change of
+    /// schema: writers (`sync_columns` in the extension) skip their check
+    /// of the columns while the generation they checked at holds.
+    pub fn set_column_state(&self, arena: &Arena, i: usize, state: ColumnState) {
+        let c = self.column(arena, i);
+        if c.state() != state {
+            c.set_state(state);
+            self.schema_gen.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Changes whenever a column is added or replaced, or changes state.
     pub fn schema_gen(&self) -> u32 {
         self.schema_gen.load(Ordering::Acquire)
     }
@@ -2091,8 +2102,9 @@ mod tests {
         let gen = t.schema_gen();
         t.set_column(&a, 1, ColumnSpec::fixed(4), Value::Fixed(&7u32.to_ne_bytes()), ColumnState::Tentative).unwrap();
         assert!(t.schema_gen() != gen && t.has_column(&a, 1));
-        t.column(&a, 1).set_state(ColumnState::Leftover);
-        assert!(!t.has_column(&a, 1));
+        let gen = t.schema_gen();
+        t.set_column_state(&a, 1, ColumnState::Leftover);
+        assert!(!t.has_column(&a, 1) && t.schema_gen() != gen);
         // rows written meanwhile carry a value for the leftover column
         let mut out = vec![];
         t.insert_rows(&a, &[&[Value::Fixed(&[9, 0, 0, 0]), Value::Null]], &[NULL_OFF, NULL_OFF], 100, 0, 0, 0, &mut out).unwrap();

@@ -234,7 +234,7 @@ fn run(ops: &[Op]) {
     let specs_now: Vec<ColumnSpec> = cols.iter().map(|(s, _)| *s).collect();
     let d = dir.get_or_create(&a, &[6, 6, 6, 0], &|| specs_now.clone()).unwrap();
     for (i, (_, st)) in cols.iter().enumerate() {
-        d.column(&a, i).set_state(*st);
+        d.set_column_state(&a, i, *st);
     }
     for row in 0..t.nrows() {
         t.describe_row(&a, row, |c| d.replay(&a, c).unwrap());
@@ -247,7 +247,7 @@ fn run(ops: &[Op]) {
         let specs: Vec<ColumnSpec> = columns.iter().map(|(s, _)| *s).collect();
         let im = dir.get_or_create(&a, &[3, 3, 3, 0], &|| specs.clone()).unwrap();
         for (i, (_, st)) in columns.iter().enumerate() {
-            im.column(&a, i).set_state(*st);
+            im.set_column_state(&a, i, *st);
         }
         for (s, change) in &mut entries {
             assert_eq!(s, at);

@@ -577,7 +577,7 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
         corrupt(&rnode, "its log does not start with the table's creation")
     };
     for (i, (_, st)) in columns.iter().enumerate() {
-        table.column(arena, i).set_state(*st);
+        table.set_column_state(arena, i, *st);
     }
     table.durable_seq.store(first_seq, Ordering::Release);
     let mut n = 1u64;
@@ -781,9 +781,8 @@ fn settle_tentative_columns(table: &Table) {
 pub fn set_column_state(table: &Table, col: usize, state: ColumnState) {
     let arena = shmem::arena();
     write_table(table, |log| {
-        let c = table.column(arena, col);
-        if c.state() == ColumnState::Tentative {
-            c.set_state(state);
+        if table.column(arena, col).state() == ColumnState::Tentative {
+            table.set_column_state(arena, col, state);
             log.push(&Change::ColumnState { col, state });
         }
     });

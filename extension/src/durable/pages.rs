@@ -230,10 +230,28 @@ pub struct Part {
     pub op: Vec<u8>,
 }
 
+/// The buffer and WAL functions `log_and_apply` calls inside its critical
+/// section, declared without pgrx's guard (a `sigsetjmp` per call, 1-2 % of
+/// a TPC-C transaction's CPU over all of anker's calls): in a critical
+/// section `errstart` turns every ERROR into a PANIC, which aborts the
+/// process, so no `longjmp` can come back through these frames.
+mod in_crit_section {
+    use pgrx::pg_sys;
+    unsafe extern "C" {
+        pub fn MarkBufferDirty(buffer: pg_sys::Buffer);
+        pub fn XLogBeginInsert();
+        pub fn XLogRegisterData(data: *mut std::ffi::c_char, len: std::ffi::c_int);
+        pub fn XLogRegisterBuffer(block_id: u8, buffer: pg_sys::Buffer, flags: u8);
+        pub fn XLogRegisterBufData(block_id: u8, data: *mut std::ffi::c_char, len: std::ffi::c_int);
+        pub fn XLogInsert(rmid: pg_sys::RmgrId, info: u8) -> pg_sys::XLogRecPtr;
+    }
+}
+
 /// Apply `parts` and, for a permanent relation, log them as one record of
 /// kind `info`, in one critical section (`START_CRIT_SECTION`: an error in
 /// it is a PANIC, as for heap).
 pub unsafe fn log_and_apply(permanent: bool, parts: &[Part], info: u8) {
+    use in_crit_section::*;
     if permanent && parts.len() > pg_sys::XLR_NORMAL_MAX_BLOCK_ID as usize {
         // (allocates: before the critical section)
         pg_sys::XLogEnsureRecordSpace(parts.len() as i32 - 1, parts.len() as i32 + 1);
@@ -241,26 +259,26 @@ pub unsafe fn log_and_apply(permanent: bool, parts: &[Part], info: u8) {
     pg_sys::CritSectionCount += 1;
     for part in parts {
         apply(page(part.buf), part.new, part.meta, &part.op);
-        pg_sys::MarkBufferDirty(part.buf);
+        MarkBufferDirty(part.buf);
     }
     if permanent {
-        pg_sys::XLogBeginInsert();
+        XLogBeginInsert();
         let mut main = RecordHeader { new_pages: 0, meta_pages: 0 };
         for (k, part) in parts.iter().enumerate() {
             main.new_pages |= (part.new as u64) << k;
             main.meta_pages |= (part.meta as u64) << k;
         }
         if main.new_pages != 0 || main.meta_pages != 0 {
-            pg_sys::XLogRegisterData(&main as *const _ as *mut std::ffi::c_char, std::mem::size_of::<RecordHeader>() as i32);
+            XLogRegisterData(&main as *const _ as *mut std::ffi::c_char, std::mem::size_of::<RecordHeader>() as i32);
         }
         for (k, part) in parts.iter().enumerate() {
             // With a full-page image the record keeps the bytes: redo of
             // a standby applies them to a table in memory too.
             let flags = if part.new { pg_sys::REGBUF_WILL_INIT } else { pg_sys::REGBUF_STANDARD | pg_sys::REGBUF_KEEP_DATA };
-            pg_sys::XLogRegisterBuffer(k as u8, part.buf, flags as u8);
-            pg_sys::XLogRegisterBufData(k as u8, part.op.as_ptr() as *mut std::ffi::c_char, part.op.len() as i32);
+            XLogRegisterBuffer(k as u8, part.buf, flags as u8);
+            XLogRegisterBufData(k as u8, part.op.as_ptr() as *mut std::ffi::c_char, part.op.len() as i32);
         }
-        let lsn = pg_sys::XLogInsert(super::RMGR_ID, info);
+        let lsn = XLogInsert(super::RMGR_ID, info);
         for part in parts {
             set_lsn(page(part.buf), lsn);
         }

@@ -27,7 +27,7 @@ pub unsafe extern "C-unwind" fn index_fetch_begin(rel: pg_sys::Relation) -> *mut
     f as *mut pg_sys::IndexFetchTableData
 }
 
-#[pg_guard]
+/// (nothing to do, so no guard either)
 pub unsafe extern "C-unwind" fn index_fetch_reset(_data: *mut pg_sys::IndexFetchTableData) {}
 
 #[pg_guard]

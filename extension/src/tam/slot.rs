@@ -129,7 +129,8 @@ unsafe extern "C-unwind" fn slot_release(slot: *mut pg_sys::TupleTableSlot) {
     }
 }
 
-#[pg_guard]
+/// Not guarded (it runs for every row a node clears): nothing here can
+/// panic, and the virtual slot's `clear` is a plain C call.
 unsafe extern "C-unwind" fn slot_clear(slot: *mut pg_sys::TupleTableSlot) {
     if let Some(clear) = pg_sys::TTSOpsVirtual.clear {
         clear(slot);
