@@ -98,6 +98,25 @@ sum=$(q "SELECT sum(v) FROM grow")
 cluster_run "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -w -m fast restart -l "$CLUSTER_LOG" >/dev/null
 [ "$(q "SELECT sum(v) FROM grow")" = "$sum" ] || fail "the vacuumed table changed over a restart"
 echo "ok: VACUUM wrote an image when due; the table is whole after a restart"
+# 3b. ... but not while the log is mostly inserts of rows the table still
+# holds: an image would only copy the table. The mark is what an image of the
+# table would take now (the last image's bytes per row times the rows now).
+images_of() { grep -c "anker: wrote an image of \"$1\"" "$CLUSTER_LOG" || true; }
+cluster_psql >/dev/null <<'SQL'
+CREATE TABLE appendonly (id int PRIMARY KEY, pad text) USING anker WITH (autovacuum_enabled = false);
+INSERT INTO appendonly SELECT g, repeat('a', 40) FROM generate_series(1, 40000) g;
+VACUUM appendonly;
+SQL
+[ "$(images_of appendonly)" = 1 ] || fail "VACUUM wrote no first image of a loaded table"
+q "INSERT INTO appendonly SELECT g, repeat('a', 40) FROM generate_series(40001, 120000) g" >/dev/null
+q "VACUUM appendonly" >/dev/null
+[ "$(images_of appendonly)" = 1 ] || fail "VACUUM imaged a table whose log since its image is inserts of rows it holds"
+q "UPDATE appendonly SET pad = repeat('b', 40)" >/dev/null
+q "UPDATE appendonly SET pad = repeat('c', 40)" >/dev/null
+q "VACUUM appendonly" >/dev/null
+[ "$(images_of appendonly)" = 2 ] || fail "VACUUM wrote no image once updates made the log outgrow the table"
+[ "$(q "SELECT count(*) FILTER (WHERE pad = repeat('c', 40)) FROM appendonly")" = 120000 ] || fail "appendonly changed"
+echo "ok: a log of inserts of the table's rows is not imaged again; one of updates is"
 # 4. autovacuum compacts a table that is only ever updated in place (it has
 # no dead tuples of its own to draw autovacuum)
 cluster_psql >/dev/null <<'SQL'

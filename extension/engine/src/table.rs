@@ -551,10 +551,12 @@ pub struct Table {
     pub log_tail_hint: AtomicI32,
     pub log_permanent: AtomicU32,
     pub loading: AtomicU32,
-    /// Bytes of the on-disk log after its image, and of the image (the
-    /// boundary compacts the log when the first outgrows the second).
+    /// Bytes of the on-disk log after its image, of the image, and the
+    /// rows (row ids) the image holds: the boundary compacts the log when
+    /// it outgrows what an image of the table would take now.
     pub log_bytes: AtomicU64,
     pub image_bytes: AtomicU64,
+    pub image_rows: AtomicU64,
     /// A prepared transaction (two-phase commit) that created or dropped
     /// this storage; 0 if none. See [`Directory::mark_prepared`].
     prepared_xid: AtomicU32,
@@ -625,6 +627,7 @@ impl Table {
             (*t).log_permanent = AtomicU32::new(0);
             (*t).log_bytes = AtomicU64::new(0);
             (*t).image_bytes = AtomicU64::new(0);
+            (*t).image_rows = AtomicU64::new(0);
             (*t).loading = AtomicU32::new(0);
             (*t).prepared_xid = AtomicU32::new(0);
             (*t).prepared_drop = AtomicU32::new(0);

@@ -272,6 +272,7 @@ unsafe fn init_fork(fork: Fork, table: &Table) {
     table.durable_seq.store(seq, Ordering::Release);
     table.log_bytes.store(entries.len() as u64, Ordering::Relaxed);
     table.image_bytes.store(0, Ordering::Relaxed);
+    table.image_rows.store(0, Ordering::Relaxed);
     table.log_permanent.store(fork.permanent as u32, Ordering::Release);
     table.log_tail.store(first_block, Ordering::Release);
 }
@@ -586,6 +587,7 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     // log after it goes on at the next number.
     let mut image_end = entries.consumed();
     let mut in_image = true;
+    let mut image_rows = 0u64;
     let mut progress = Progress::new(rnode, started, bytes.len());
     let mut pruner = crate::undo::ReplayPruner::default();
     while let Some((seq, change)) = entries.next() {
@@ -609,6 +611,7 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
         n += 1;
         if in_image {
             image_end = entries.consumed();
+            image_rows = table.nrows();
         }
     }
     let end = table.durable_seq.load(Ordering::Acquire);
@@ -624,6 +627,7 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
         pgrx::log!("anker: the log of relation file {}/{}/{} ends after change {end} for now: {why}", rnode.spcNode, rnode.dbNode, rnode.relNode);
     }
     table.image_bytes.store(image_end as u64, Ordering::Relaxed);
+    table.image_rows.store(image_rows, Ordering::Relaxed);
     table.log_bytes.store((bytes.len() - image_end) as u64, Ordering::Relaxed);
     table.log_permanent.store(permanent as u32, Ordering::Release);
     table.log_tail.store(tail, Ordering::Release);
