@@ -5,7 +5,7 @@
 //! engines (types, operators, functions, aggregates; see [`Check`]), every table it reads
 //! is an anker table, and DuckDB, preparing the deparsed text (`pg_get_querydef`), reports
 //! result types that convert exactly to the ones PostgreSQL planned. Anything else is left
-//! to PostgreSQL, and the reason is kept for EXPLAIN ([`last_refusal`]).
+//! to PostgreSQL, and the reason is kept for EXPLAIN ([`Refusal`]).
 
 use super::duckdb::{self as ddb, LogicalType};
 use super::avg;
@@ -26,7 +26,16 @@ extern "C-unwind" {
 static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
 
 /// Why the last query planned with `anker.olap_engine = duckdb` stayed in PostgreSQL.
-static mut LAST_REFUSAL: Option<String> = None;
+static mut LAST_REFUSAL: Option<Refusal> = None;
+
+enum Refusal {
+    /// What the check or the translation found.
+    Reason(String),
+    /// PostgreSQL's plan cost `cost`, less than `min_cost` (`anker.olap_min_cost`). Most
+    /// OLTP statements end here, so EXPLAIN, not the planner, finds out whether the
+    /// query reads an anker table (only then is the reason told) and words it.
+    TooCheap { cost: f64, min_cost: f64 },
+}
 
 static mut PREV_EXPLAIN: pg_sys::ExplainOneQuery_hook_type = None;
 
@@ -67,7 +76,14 @@ unsafe extern "C-unwind" fn explain_one(
     pg_sys::BufferUsageAccumDiff(&mut buffers, &raw const pg_sys::pgBufferUsage, &buffers_before);
     let buffers = if (*es).buffers { &buffers as *const pg_sys::BufferUsage } else { std::ptr::null() };
     pg_sys::ExplainOnePlan(stmt, into, es, query_string, params, query_env, &planning, buffers);
-    if let Some(reason) = (*(&raw const LAST_REFUSAL)).clone() {
+    let reason = match &*(&raw const LAST_REFUSAL) {
+        Some(Refusal::Reason(r)) => Some(r.clone()),
+        Some(Refusal::TooCheap { cost, min_cost }) if reads_anker_tables(stmt) => Some(format!(
+            "PostgreSQL's plan costs {cost:.0}, less than DuckDB's start-up is worth (anker.olap_min_cost = {min_cost})"
+        )),
+        _ => None,
+    };
+    if let Some(reason) = reason {
         if (*es).format == pg_sys::ExplainFormat::EXPLAIN_FORMAT_TEXT {
             let line = super::duckdb::cstring(&format!("DuckDB not used: {reason}\n"));
             pg_sys::appendStringInfoString((*es).str_, line.as_ptr());
@@ -101,13 +117,7 @@ unsafe extern "C-unwind" fn plan(
         // Too cheap to hand over, whatever the check would say: OLTP statements end here
         // unchecked (checking them took 3.5 % of TPC-C Payment's CPU, whose PL/pgSQL
         // plans some statements again at every execution).
-        if reads_anker_tables(stmt) {
-            *(&raw mut LAST_REFUSAL) = Some(format!(
-                "PostgreSQL's plan costs {:.0}, less than DuckDB's start-up is worth (anker.olap_min_cost = {})",
-                (*pg_plan).total_cost,
-                super::min_cost()
-            ));
-        }
+        *(&raw mut LAST_REFUSAL) = Some(Refusal::TooCheap { cost: (*pg_plan).total_cost, min_cost: super::min_cost() });
         return stmt;
     }
     let mut check = Check { top_outputs: true, params: bound_params, ..Default::default() };
@@ -121,11 +131,11 @@ unsafe extern "C-unwind" fn plan(
         return stmt; // no anker table: not ours to judge
     }
     if let Some(r) = check.reason.take() {
-        *(&raw mut LAST_REFUSAL) = Some(r);
+        *(&raw mut LAST_REFUSAL) = Some(Refusal::Reason(r));
         return stmt;
     }
     if let Some(r) = cheaper_by_index(&check, stmt) {
-        *(&raw mut LAST_REFUSAL) = Some(r);
+        *(&raw mut LAST_REFUSAL) = Some(Refusal::Reason(r));
         return stmt;
     }
     if check.generic {
@@ -134,7 +144,7 @@ unsafe extern "C-unwind" fn plan(
         // five custom ones when that costs no more than they did on average
         // (choose_custom_plan): this cost keeps it with the custom plans.
         (*pg_plan).total_cost += GENERIC_PLAN_PENALTY;
-        *(&raw mut LAST_REFUSAL) = Some("a generic plan of a prepared statement (DuckDB takes its custom plans, where parameters are values)".into());
+        *(&raw mut LAST_REFUSAL) = Some(Refusal::Reason("a generic plan of a prepared statement (DuckDB takes its custom plans, where parameters are values)".into()));
         return stmt;
     }
     match prepare(parse, &check, split.expect("checked"), stmt) {
@@ -149,7 +159,7 @@ unsafe extern "C-unwind" fn plan(
             (*stmt).parallelModeNeeded = false;
             (*stmt).jitFlags = 0;
         }
-        Err(reason) => *(&raw mut LAST_REFUSAL) = Some(reason),
+        Err(reason) => *(&raw mut LAST_REFUSAL) = Some(Refusal::Reason(reason)),
     }
     stmt
 }
