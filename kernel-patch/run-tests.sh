@@ -249,21 +249,26 @@ if [ "$MODE" = test ]; then
 			die "cannot compile $t"
 	done
 	# The engine's snapshot tests (extension/engine/tests/snapshots.rs),
-	# static, so that its vm_snapshot provider is tested on this kernel.
+	# static, so that its vm_snapshot provider is tested on this kernel, and
+	# its arena under signals (tests/arena_signals.rs: 6.1's tmpfs fallocate
+	# returns EINTR, the host's kernel may not).
 	command -v cargo > /dev/null || die "cargo is needed for the engine's tests"
-	log "building the engine's snapshot tests (static)"
-	exe=$(cd "$REPO/extension/engine" &&
+	log "building the engine's snapshot and arena tests (static)"
+	exes=$(cd "$REPO/extension/engine" &&
 		RUSTFLAGS="-C target-feature=+crt-static" \
 		CARGO_TARGET_DIR="$CACHE/engine-target" \
 		cargo test --release --target x86_64-unknown-linux-gnu \
-			--test snapshots --no-run --message-format=json \
+			--test snapshots --test arena_signals --no-run --message-format=json \
 			2> "$OUT/engine-build.log" |
-		sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1 || true)
-	[ -n "$exe" ] && [ -x "$exe" ] || {
-		tail -20 "$OUT/engine-build.log" >&2
-		die "cannot build the engine's snapshot tests"
-	}
-	cp "$exe" "$root/tests/engine_snapshots"
+		sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' || true)
+	for t in snapshots arena_signals; do
+		exe=$(echo "$exes" | grep "/${t}-[^/]*$" | tail -1)
+		[ -n "$exe" ] && [ -x "$exe" ] || {
+			tail -20 "$OUT/engine-build.log" >&2
+			die "cannot build the engine's $t tests"
+		}
+		cp "$exe" "$root/tests/engine_$t"
+	done
 	pack_postgres "$root"
 else
 	make -s -C "$REPO/bench/snapshot-micro" snapshot_micro >&2 ||

@@ -1,0 +1,52 @@
+//! The shared arena under signals. PostgreSQL signals its backends all the
+//! time (latches, sinval catch-up, ...); tmpfs's fallocate, which commits the
+//! arena's pages, gives up with EINTR when a signal is pending (Linux 6.1
+//! does, this host's kernel may not), and that must not surface as "out of
+//! memory". `kernel-patch/run-tests.sh` runs this file in its 6.1 guest too.
+
+use anker_engine::arena::{AllocError, Arena, PageOwner, PAGE_SIZE};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+extern "C" fn ignore(_: libc::c_int) {}
+
+#[test]
+fn signals_during_commit_are_not_out_of_memory() {
+    // SAFETY: a handler that does nothing, installed without SA_RESTART as
+    // PostgreSQL's are; the struct is fully initialised.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = ignore as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), 0);
+    }
+    let a = Arena::create_shared(256 << 20).unwrap();
+    a.format(8).unwrap();
+    let owner = PageOwner::new();
+    // SAFETY: this thread outlives the signaller, which is joined below.
+    let me = unsafe { libc::pthread_self() } as usize;
+    let stop = Arc::new(AtomicBool::new(false));
+    let signaller = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut sent = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // SAFETY: the target thread is alive until `stop` is set.
+                unsafe { libc::pthread_kill(me as libc::pthread_t, libc::SIGUSR2) };
+                sent += 1;
+                std::thread::yield_now();
+            }
+            sent
+        })
+    };
+    let pages = ((8 << 20) / PAGE_SIZE) as u32;
+    let result = (0..50).try_for_each(|_| {
+        let o = a.alloc_pages(&owner, pages)?;
+        a.free_pages(&owner, o);
+        Ok::<(), AllocError>(())
+    });
+    stop.store(true, Ordering::Relaxed);
+    let sent = signaller.join().unwrap();
+    assert!(sent > 50, "the signaller sent only {sent} signals");
+    result.unwrap();
+}
