@@ -72,22 +72,13 @@ pub struct MemfdBacking {
 impl Backing for MemfdBacking {
     fn commit(&self, off: u64, len: u64) -> bool {
         // tmpfs's fallocate gives up with EINTR, undoing its work, whenever a
-        // signal is pending; PostgreSQL signals backends all the time
-        // (latches, sinval catch-up, ...), and that is not a lack of memory.
-        // Retrying could starve under a stream of signals, so they wait:
-        // handlers run when the mask is restored, a few pages later.
-        // SAFETY: sigset_t is plain data, filled by sigfillset; the mask is
-        // this thread's and is restored before returning; fallocate is a
-        // plain syscall on our own fd that touches no memory.
-        unsafe {
-            let mut all: libc::sigset_t = std::mem::zeroed();
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::sigfillset(&mut all);
-            libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
-            let r = libc::fallocate(self.fd, 0, off as libc::off_t, len as libc::off_t);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-            r == 0
-        }
+        // signal is pending, and PostgreSQL signals backends all the time:
+        // that is not a lack of memory. Retrying could starve under a stream
+        // of signals, so they wait for the call, a few pages long.
+        crate::signals::with_signals_blocked(|| {
+            // SAFETY: plain syscall on our own fd; no memory is touched.
+            unsafe { libc::fallocate(self.fd, 0, off as libc::off_t, len as libc::off_t) == 0 }
+        })
     }
     fn release(&self, off: u64, len: u64) {
         // SAFETY: plain syscall on our own fd. Punching a hole zeroes the range

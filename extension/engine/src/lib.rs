@@ -1,6 +1,7 @@
 //! anker's storage engine, free of PostgreSQL.
 pub mod arena;
 pub mod sync;
+pub mod signals;
 pub mod column;
 pub mod decimal;
 pub mod table;

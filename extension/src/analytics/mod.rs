@@ -19,6 +19,7 @@ mod scan;
 
 use duckdb::*;
 use pgrx::pg_sys;
+use anker_engine::signals::with_signals_blocked;
 
 /// Values of `anker.olap_engine`.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -152,22 +153,6 @@ struct Database {
 }
 
 static mut DATABASE: Option<Database> = None;
-
-/// Run `f` with every signal blocked in this thread, so that threads DuckDB starts
-/// meanwhile inherit a full mask and PostgreSQL's signals always reach the backend's own
-/// thread, whose handlers expect to run there.
-fn with_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
-    // SAFETY: plain signal-mask calls on this thread.
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
-        let r = f();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        r
-    }
-}
 
 /// A connection to this backend's DuckDB and the join-order setting it has
 /// (`handover::set_join_order`, None: not set yet).
