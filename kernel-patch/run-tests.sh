@@ -254,14 +254,16 @@ if [ "$MODE" = test ]; then
 	# returns EINTR, the host's kernel may not).
 	command -v cargo > /dev/null || die "cargo is needed for the engine's tests"
 	log "building the engine's snapshot and arena tests (static)"
+	engine_tests="snapshots arena_signals"
+	# shellcheck disable=SC2046 # one --test per name
 	exes=$(cd "$REPO/extension/engine" &&
 		RUSTFLAGS="-C target-feature=+crt-static" \
 		CARGO_TARGET_DIR="$CACHE/engine-target" \
 		cargo test --release --target x86_64-unknown-linux-gnu \
-			--test snapshots --test arena_signals --no-run --message-format=json \
+			$(printf -- '--test %s ' $engine_tests) --no-run --message-format=json \
 			2> "$OUT/engine-build.log" |
 		sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' || true)
-	for t in snapshots arena_signals; do
+	for t in $engine_tests; do
 		exe=$(echo "$exes" | grep "/${t}-[^/]*$" | tail -1)
 		[ -n "$exe" ] && [ -x "$exe" ] || {
 			tail -20 "$OUT/engine-build.log" >&2

@@ -1,7 +1,7 @@
 //! The shared arena under signals. PostgreSQL signals its backends all the
 //! time (latches, sinval catch-up, ...); tmpfs's fallocate, which commits the
 //! arena's pages, gives up with EINTR when a signal is pending (Linux 6.1
-//! does, this host's kernel may not), and that must not surface as "out of
+//! does; some later kernels do not, and there this test passes either way), and that must not surface as "out of
 //! memory". `kernel-patch/run-tests.sh` runs this file in its 6.1 guest too.
 
 use anker_engine::arena::{AllocError, Arena, PageOwner, PAGE_SIZE};
