@@ -6,7 +6,8 @@
 # clean restart, an immediate shutdown, a kill -9 of the postmaster during
 # pgbench and a backend crash (crash-restart), the twins must be identical
 # and every index must agree with its table (amcheck, heapallindexed). Also:
-# a prepared transaction survives a crash and commits after it; unlogged
+# a prepared transaction survives a crash and commits after it; rows that
+# aborted in-place updates left behind survive rewrites and index builds; unlogged
 # tables come back empty after a crash and whole after a clean restart;
 # temporary tables write no WAL; pg_dump and pg_restore round-trip.
 set -euo pipefail
@@ -236,7 +237,46 @@ q "COMMIT PREPARED 'twins'" >/dev/null
 check_twins "after a crash-restart with a prepared transaction"
 [ "$(q "SELECT v FROM t_anker WHERE id = 200000")" = -1 ] || fail "the prepared update was lost"
 
-# 5. pg_walinspect names anker's records and describes them
+# 5. rows an aborted in-place update left behind (ROLLBACK PREPARED and a crash leave
+# them: no backend undoes them, readers read through them) keep their committed values
+# through CLUSTER, VACUUM FULL, CREATE INDEX [CONCURRENTLY] and ANALYZE (CLUSTER dropped
+# them; index builds left them out)
+left_behind() {
+    cluster_psql >/dev/null <<'SQL'
+BEGIN;
+UPDATE t_anker SET note = 'rolled back', n = n + 0.5 WHERE id <= 300;
+UPDATE t_heap SET note = 'rolled back', n = n + 0.5 WHERE id <= 300;
+PREPARE TRANSACTION 'left_behind';
+ROLLBACK PREPARED 'left_behind';
+SQL
+}
+index_agrees() { # index, column, when
+    q "SELECT bt_index_check('$1', true)" >/dev/null || fail "$3: $1 disagrees with its table"
+    local by_index
+    by_index=$(cluster_psql -Atc "SET enable_seqscan = off; SET enable_bitmapscan = off; SET anker.enable_scan_node = off; SELECT count(*) FROM t_anker WHERE $2 IS NOT NULL" | tail -1)
+    [ "$by_index" = "$(q "SELECT count(*) FROM t_heap WHERE $2 IS NOT NULL")" ] || fail "$3: $1 finds $by_index rows"
+}
+left_behind
+q "CLUSTER t_anker USING t_anker_pkey" >/dev/null
+check_twins "CLUSTER over rows a rolled-back prepared transaction updated"
+left_behind
+q "VACUUM FULL t_anker" >/dev/null
+check_twins "VACUUM FULL over such rows"
+left_behind
+q "CREATE INDEX t_anker_note ON t_anker (note)" >/dev/null
+index_agrees t_anker_note note "CREATE INDEX over such rows"
+q "DROP INDEX t_anker_note" >/dev/null
+left_behind
+q "CREATE INDEX CONCURRENTLY t_anker_note ON t_anker (note)" >/dev/null
+index_agrees t_anker_note note "CREATE INDEX CONCURRENTLY over such rows"
+q "DROP INDEX t_anker_note" >/dev/null
+left_behind
+live=$(cluster_psql -c "ANALYZE VERBOSE t_anker" 2>&1 | sed -n 's/.*containing \([0-9]*\) live rows.*/\1/p')
+[ "$live" = "$(q "SELECT count(*) FROM t_anker")" ] || fail "ANALYZE found $live live rows (those an aborted update left count as dead)"
+check_twins "ANALYZE over such rows"
+echo "ok: rows a rolled-back prepared transaction updated in place survive CLUSTER, VACUUM FULL, index builds and ANALYZE"
+
+# 6. pg_walinspect names anker's records and describes them
 cluster_psql -c "CREATE EXTENSION IF NOT EXISTS pg_walinspect" >/dev/null
 start=$(q "SELECT pg_current_wal_insert_lsn()")
 cluster_psql >/dev/null <<'SQL'
@@ -250,14 +290,14 @@ for want in "APPEND: rel .* insert row [0-9]+ by [0-9]+, [0-9]+ values" "update 
 done
 echo "ok: pg_walinspect describes anker records ($(echo "$desc" | wc -l) for an insert, an update and a delete)"
 
-# 6. temporary tables write no WAL
+# 7. temporary tables write no WAL
 before=$(q "SELECT pg_current_wal_insert_lsn()")
 cluster_psql -Atc "CREATE TEMP TABLE tmp (a int, b text) USING anker; INSERT INTO tmp SELECT g, repeat('x', 100) FROM generate_series(1, 20000) g;" >/dev/null
 wal=$(q "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$before')")
 [ "$wal" -lt 200000 ] || fail "a temporary table wrote $wal bytes of WAL"
 echo "ok: temporary table: $wal bytes of WAL for 2 MB of rows (catalog only)"
 
-# 7. pg_dump / pg_restore round trip
+# 8. pg_dump / pg_restore round trip
 dump="$WORK/db.dump"
 cluster_run "$PG_BINDIR/pg_dump" -Fc -f "$dump" postgres
 cluster_psql -c "CREATE DATABASE restored TEMPLATE template0" >/dev/null
@@ -272,7 +312,7 @@ done
     || fail "pg_restore lost the access method"
 cluster_psql -d restored -Atc "SELECT bt_index_check('t_anker_pkey', true)" >/dev/null || fail "restored index disagrees"
 echo "ok: pg_dump / pg_restore round trip"
-# 8. a damaged relation file is refused, not loaded in part
+# 9. a damaged relation file is refused, not loaded in part
 cluster_psql >/dev/null <<'SQL'
 CREATE TABLE dmg (a int, b text) USING anker;
 INSERT INTO dmg SELECT g, repeat('d', 40) FROM generate_series(1, 2000) g;

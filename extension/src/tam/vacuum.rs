@@ -123,18 +123,9 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
             pg_sys::vacuum_delay_point();
         }
         // (a live row that looked dead would be vacated)
-        let Some(mut h) = super::header_now(table, row) else { continue };
+        let Some(mut h) = super::modify::put_back_aborted(rel, table, row) else { continue };
         if h.chain != 0 {
-            // Put back what aborted in-place updates left, then drop the
-            // versions no snapshot can need any more.
-            let mut hints = 0;
-            while h.chain != 0
-                && xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut hints) == XidState::Aborted
-                && super::modify::undo_logged(rel, table, row, h.xmin)
-            {
-                let Some(again) = super::header_now(table, row) else { break };
-                h = again;
-            }
+            // Drop the versions no snapshot can need any more.
             let _epoch = shmem::enter_epoch();
             let removable = |x: u32| precedes(x, oldest_xmin) && crate::undo::updater_committed(x);
             chains_pruned += table.prune_chain(arena, row, &removable);
@@ -277,10 +268,11 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
     crate::durable::compact::maybe_compact(rel, table);
 }
 
-/// Copy rows (`rows`, in order) of `src` into `dst` (the storage of
-/// `dst_rel`), keeping stamps and remapping successor links. Returns (live,
+/// Copy rows (`rows`, in order) of `src` (the storage of `src_rel`) into
+/// `dst` (the storage of `dst_rel`), keeping stamps and remapping successor links. Returns (live,
 /// recently dead, removed).
 pub unsafe fn copy_rows(
+    src_rel: pg_sys::Relation,
     src: &Table,
     dst_rel: pg_sys::Relation,
     dst: &Table,
@@ -295,7 +287,7 @@ pub unsafe fn copy_rows(
         if n % 4096 == 0 {
             pg_sys::check_for_interrupts!();
         }
-        let Some(h) = src.header(arena, row) else { continue };
+        let Some(h) = super::modify::put_back_aborted(src_rel, src, row) else { continue };
         if let Some(ox) = oldest_xmin {
             match fate(&h, ox, &mut 0) {
                 Fate::Dead => {
@@ -377,7 +369,7 @@ pub unsafe extern "C-unwind" fn relation_copy_for_cluster(
     } else {
         order.extend(0..src.nrows());
     }
-    let (live, recent, removed) = copy_rows(src, new_table, dst, order.into_iter(), Some(oldest_xmin.into()));
+    let (live, recent, removed) = copy_rows(old_table, src, new_table, dst, order.into_iter(), Some(oldest_xmin.into()));
     *num_tuples = live + recent;
     *tups_vacuumed = removed;
     *tups_recently_dead = recent;
