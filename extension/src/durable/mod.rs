@@ -183,17 +183,23 @@ fn write_to<R>(fork: Option<Fork>, table: &Table, op: impl FnOnce(&mut Log) -> R
     // SAFETY: buffers are pinned and locked by us until the end of this
     // function (an error releases them with the transaction).
     unsafe {
-        let tail = lock_tail(fork, table);
+        let mut tail = lock_tail(fork, table);
+        if pages::room(pages::page(tail)) < ROOM_BEFORE_CHANGE {
+            tail = fresh_tail(fork, tail, table);
+        }
         let mut entries = std::mem::take(&mut *(&raw mut ENTRIES));
         entries.clear();
         let mut log = Log { entries, next_seq: table.durable_seq.load(Ordering::Acquire) + 1, count: 0, enabled: true };
         let r = op(&mut log);
         let tail = if log.count > 0 {
-            // Published before `append` lets go of any block: whoever gets
-            // an old tail sees it moved, and waits for the new one we hold.
+            let tail = append(fork, Some(tail), &log.entries, pages::XLOG_ANKER_APPEND, Some(table));
+            // Published once the entries are in the log (an append that
+            // fails must leave no gap in the numbers), and before the new
+            // tail is unlocked: whoever locked an old tail meanwhile saw it
+            // move on and waits for this one.
             table.durable_seq.fetch_add(log.count, Ordering::AcqRel);
             table.log_bytes.fetch_add(log.entries.len() as u64, Ordering::Relaxed);
-            append(fork, Some(tail), &log.entries, pages::XLOG_ANKER_APPEND, Some(table))
+            tail
         } else {
             tail
         };
@@ -201,6 +207,42 @@ fn write_to<R>(fork: Option<Fork>, table: &Table, op: impl FnOnce(&mut Log) -> R
         *(&raw mut ENTRIES) = log.entries;
         r
     }
+}
+
+/// Bytes the log's last block must have free before an engine change, else
+/// the log moves on to a fresh block first. Taking a block can fail (no
+/// space left to extend the file), and it must fail before the change, not
+/// between the change and its entry: memory would be ahead of the log, and
+/// a change that is not transactional (an abort's undo, VACUUM's) would be
+/// lost at the next load while later entries build on it. Entries this
+/// small (row locks, deletes, undo, most row changes) then never need a
+/// block after their change; larger ones may, and are changes of the
+/// writing transaction, which the failure aborts.
+const ROOM_BEFORE_CHANGE: usize = 256;
+
+/// Link a fresh block (from the free chain, else a new one) after the log's
+/// last block `tail`, in one APPEND record without entries; returns it,
+/// locked, as the new tail (`tail` is released).
+unsafe fn fresh_tail(fork: Fork, tail: pg_sys::Buffer, table: &Table) -> pg_sys::Buffer {
+    let (mbuf, mut meta) = fork.meta(pg_sys::BUFFER_LOCK_EXCLUSIVE);
+    let buf = if meta.free != INVALID {
+        let b = fork.read_locked(meta.free);
+        meta.free = pages::link_of(pages::page(b)).0;
+        b
+    } else {
+        fork.extend()
+    };
+    let block = pg_sys::BufferGetBlockNumber(buf);
+    let parts = [
+        Part { buf: tail, new: false, meta: false, op: pages::log_op(Some((block, PAGE_HEADER)), &[]) },
+        Part { buf, new: true, meta: false, op: pages::log_op(Some((INVALID, PAGE_HEADER)), &[]) },
+        Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(meta) },
+    ];
+    pages::log_and_apply(fork.permanent, &parts, pages::XLOG_ANKER_APPEND);
+    table.log_tail.store(block, Ordering::Release);
+    pg_sys::UnlockReleaseBuffer(tail);
+    pg_sys::UnlockReleaseBuffer(mbuf);
+    buf
 }
 
 /// The entries of a write being framed, and the page operation of an append
@@ -737,7 +779,7 @@ pub fn wait_loaded(table: &Table) {
                     ERROR,
                     PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                     "anker: loading this table from disk failed",
-                    "The server log says why (out of memory: raise anker.memory_limit and restart the server)."
+                    "The server log of the first attempt says why: a damaged relation file, or out of memory (raise anker.memory_limit and restart the server)."
                 );
             }
             _ => {}

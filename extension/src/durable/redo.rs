@@ -131,13 +131,14 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // The relation file was dropped later in the WAL: its changes need no
     // table in memory.
     let (Some(rnode), true, XLOG_ANKER_APPEND) = (file, exists, kind(record)) else { return };
-    let Some((chunk_kind, body, _)) = parse_chunk(&chunk) else { return };
     let key = key_of(&rnode);
     let table = loaded_table(&key);
     if let Some(t) = table {
-        // where a promoted standby's writers go on appending
+        // where a promoted standby's writers go on appending (also after
+        // an append without entries, which only moved the tail on)
         t.log_tail.store(last_block, Ordering::Release);
     }
+    let Some((chunk_kind, body, _)) = parse_chunk(&chunk) else { return };
     let entries: Vec<u8> = match chunk_kind {
         WHOLE => body.to_vec(),
         FIRST => {
@@ -308,6 +309,8 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
                     FIRST | MIDDLE | LAST => text.push_str(&format!("piece of a large change, {} bytes", body.len())),
                     _ => text.push_str("unknown chunk"),
                 }
+            } else {
+                text.push_str("no entries (the log moves on to a fresh block)");
             }
         }
     }
