@@ -269,8 +269,8 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
 }
 
 /// Copy rows (`rows`, in order) of `src` (the storage of `src_rel`) into
-/// `dst` (the storage of `dst_rel`), keeping stamps and remapping successor links. Returns (live,
-/// recently dead, removed).
+/// `dst` (the storage of `dst_rel`), keeping stamps and remapping successor
+/// links. Returns (live, recently dead, removed).
 pub unsafe fn copy_rows(
     src_rel: pg_sys::Relation,
     src: &Table,
