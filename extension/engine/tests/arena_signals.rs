@@ -1,8 +1,9 @@
 //! The shared arena under signals. PostgreSQL signals its backends all the
 //! time (latches, sinval catch-up, ...); tmpfs's fallocate, which commits the
 //! arena's pages, gives up with EINTR when a signal is pending (Linux 6.1
-//! does; some later kernels do not, and there this test passes either way), and that must not surface as "out of
-//! memory". `kernel-patch/run-tests.sh` runs this file in its 6.1 guest too.
+//! does; some later kernels do not, and there this test passes either way),
+//! and that must not surface as "out of memory". `kernel-patch/run-tests.sh`
+//! runs this file in its 6.1 guest too.
 
 use anker_engine::arena::{AllocError, Arena, PageOwner, PAGE_SIZE};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -225,13 +225,7 @@ const ROOM_BEFORE_CHANGE: usize = 256;
 /// locked, as the new tail (`tail` is released).
 unsafe fn fresh_tail(fork: Fork, tail: pg_sys::Buffer, table: &Table) -> pg_sys::Buffer {
     let (mbuf, mut meta) = fork.meta(pg_sys::BUFFER_LOCK_EXCLUSIVE);
-    let buf = if meta.free != INVALID {
-        let b = fork.read_locked(meta.free);
-        meta.free = pages::link_of(pages::page(b)).0;
-        b
-    } else {
-        fork.extend()
-    };
+    let buf = take_block(fork, &mut meta);
     let block = pg_sys::BufferGetBlockNumber(buf);
     let parts = [
         Part { buf: tail, new: false, meta: false, op: pages::log_op(Some((block, PAGE_HEADER)), &[]) },
@@ -243,6 +237,19 @@ unsafe fn fresh_tail(fork: Fork, tail: pg_sys::Buffer, table: &Table) -> pg_sys:
     pg_sys::UnlockReleaseBuffer(tail);
     pg_sys::UnlockReleaseBuffer(mbuf);
     buf
+}
+
+/// A block for the log, pinned and locked: the first of the free chain
+/// (`meta`, of the metapage the caller holds exclusively, then names the
+/// next one), else a new one at the end of the file. The record that uses
+/// it must also write the metapage.
+unsafe fn take_block(fork: Fork, meta: &mut Meta) -> pg_sys::Buffer {
+    if meta.free == INVALID {
+        return fork.extend();
+    }
+    let b = fork.read_locked(meta.free);
+    meta.free = pages::link_of(pages::page(b)).0;
+    b
 }
 
 /// The entries of a write being framed, and the page operation of an append
@@ -402,13 +409,7 @@ unsafe fn append_chunk(fork: Fork, tail: Option<pg_sys::Buffer>, chunk: &[u8], i
     let mut meta: Option<(pg_sys::Buffer, Meta)> = None;
     while !rest.is_empty() {
         let (_, m) = meta.get_or_insert_with(|| fork.meta(pg_sys::BUFFER_LOCK_EXCLUSIVE));
-        let buf = if m.free != INVALID {
-            let b = fork.read_locked(m.free);
-            m.free = pages::link_of(pages::page(b)).0;
-            b
-        } else {
-            fork.extend()
-        };
+        let buf = take_block(fork, m);
         if bufs.is_empty() {
             // the first block of an image: remembered until the image is
             // the log's head (or freed)

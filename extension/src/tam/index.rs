@@ -191,15 +191,9 @@ pub unsafe extern "C-unwind" fn index_build_range_scan(
         // (entered before the header is read: the undo records it leads
         // to stay allocated)
         let _epoch = vis.is_some().then(crate::shmem::enter_epoch);
-        let Some(mut h) = table.header(arena, row) else { continue };
-        if h.chain != 0 {
-            // (an aborted in-place update would be indexed by values no
-            // snapshot sees, or the row left out)
-            match super::modify::put_back_aborted(table_rel, table, row) {
-                Some(again) => h = again,
-                None => continue,
-            }
-        }
+        // (an aborted in-place update would be indexed by values no
+        // snapshot sees, or the row left out)
+        let Some(h) = table.header(arena, row).and_then(|h| super::modify::put_back_aborted(table_rel, table, row, h)) else { continue };
         let (include, alive) = match &vis {
             Some(v) => {
                 let ok = v.version(table, &h, &mut 0).any();

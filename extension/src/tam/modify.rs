@@ -179,17 +179,17 @@ pub(super) fn undo_logged(rel: pg_sys::Relation, table: &Table, row: u64, xid: u
     durable::write(rel, table, |log| undo_update_into(table, row, xid, log))
 }
 
-/// Put back what aborted in-place updates left in `row`, so that its stored
-/// values and stamps are those of its last version that did not abort, and
-/// return its header then (None: the row id is vacant). An aborting backend
+/// Put back what aborted in-place updates left in `row` (whose header the
+/// caller read as `h`), so that its stored values and stamps are those of
+/// its last version that did not abort, and return its header then (None:
+/// the row id is vacant). An aborting backend
 /// undoes its own updates at once, but a crash, `ROLLBACK PREPARED` or a
 /// standby's promotion leaves them in place, read through by readers and
 /// put back by the row's next writer. Code that copies rows or judges them
 /// by their stored stamps (VACUUM, CLUSTER and VACUUM FULL, index builds,
 /// ANALYZE) calls this first: CLUSTER dropped such rows and CREATE INDEX
 /// left them out of the index.
-pub(super) unsafe fn put_back_aborted(rel: pg_sys::Relation, table: &Table, row: u64) -> Option<RowHeader> {
-    let mut h = super::header_now(table, row)?;
+pub(super) unsafe fn put_back_aborted(rel: pg_sys::Relation, table: &Table, row: u64, mut h: RowHeader) -> Option<RowHeader> {
     while h.chain != 0
         && xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut 0) == XidState::Aborted
         && undo_logged(rel, table, row, h.xmin)

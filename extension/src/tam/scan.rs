@@ -1407,14 +1407,8 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
         let row = d.block_row(d.block_pos);
         d.block_pos += 1;
         let _epoch = d.reader.guard_live(table);
-        let Some(mut h) = table.header(arena, row) else { continue };
-        if h.chain != 0 {
-            // (a row an aborted in-place update left would count as dead)
-            match super::modify::put_back_aborted(d.base.rs_rd, table, row) {
-                Some(again) => h = again,
-                None => continue,
-            }
-        }
+        // (a row an aborted in-place update left would count as dead)
+        let Some(h) = table.header(arena, row).and_then(|h| super::modify::put_back_aborted(d.base.rs_rd, table, row, h)) else { continue };
         match analyze_class(&h) {
             RowClass::Live => {
                 *liverows += 1.0;

@@ -123,7 +123,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
             pg_sys::vacuum_delay_point();
         }
         // (a live row that looked dead would be vacated)
-        let Some(mut h) = super::modify::put_back_aborted(rel, table, row) else { continue };
+        let Some(mut h) = super::header_now(table, row).and_then(|h| super::modify::put_back_aborted(rel, table, row, h)) else { continue };
         if h.chain != 0 {
             // Drop the versions no snapshot can need any more.
             let _epoch = shmem::enter_epoch();
@@ -287,7 +287,7 @@ pub unsafe fn copy_rows(
         if n % 4096 == 0 {
             pg_sys::check_for_interrupts!();
         }
-        let Some(h) = super::modify::put_back_aborted(src_rel, src, row) else { continue };
+        let Some(h) = src.header(arena, row).and_then(|h| super::modify::put_back_aborted(src_rel, src, row, h)) else { continue };
         if let Some(ox) = oldest_xmin {
             match fate(&h, ox, &mut 0) {
                 Fate::Dead => {
