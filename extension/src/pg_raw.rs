@@ -1,5 +1,6 @@
 //! PostgreSQL functions that run user code (WHERE clauses, index
-//! expressions and predicates), called without pgrx's error conversion.
+//! expressions and predicates, utility statements), called without pgrx's
+//! error conversion.
 //!
 //! pgrx turns an error raised under one of its FFI calls into a Rust panic
 //! and raises a new error from it at the callback's boundary, keeping only
@@ -31,6 +32,36 @@ unsafe extern "C-unwind" {
         values: *mut pg_sys::Datum,
         isnull: *mut bool,
     );
+}
+
+unsafe extern "C-unwind" {
+    #[link_name = "standard_ProcessUtility"]
+    fn standard_process_utility_unconverted(
+        pstmt: *mut pg_sys::PlannedStmt,
+        query: *const std::ffi::c_char,
+        read_only_tree: bool,
+        context: pg_sys::ProcessUtilityContext::Type,
+        params: pg_sys::ParamListInfo,
+        query_env: *mut pg_sys::QueryEnvironment,
+        dest: *mut pg_sys::DestReceiver,
+        qc: *mut pg_sys::QueryCompletion,
+    );
+}
+
+/// `standard_ProcessUtility`: runs a utility statement (and whatever user
+/// code it calls).
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn standard_process_utility(
+    pstmt: *mut pg_sys::PlannedStmt,
+    query: *const std::ffi::c_char,
+    read_only_tree: bool,
+    context: pg_sys::ProcessUtilityContext::Type,
+    params: pg_sys::ParamListInfo,
+    query_env: *mut pg_sys::QueryEnvironment,
+    dest: *mut pg_sys::DestReceiver,
+    qc: *mut pg_sys::QueryCompletion,
+) {
+    standard_process_utility_unconverted(pstmt, query, read_only_tree, context, params, query_env, dest, qc)
 }
 
 /// `ExecScan`: runs the node's quals and projection.
