@@ -35,8 +35,10 @@ unsafe extern "C-unwind" {
 }
 
 unsafe extern "C-unwind" {
+    /// `standard_ProcessUtility`: runs a utility statement (and whatever
+    /// user code it calls).
     #[link_name = "standard_ProcessUtility"]
-    fn standard_process_utility_unconverted(
+    pub fn standard_process_utility(
         pstmt: *mut pg_sys::PlannedStmt,
         query: *const std::ffi::c_char,
         read_only_tree: bool,
@@ -46,22 +48,6 @@ unsafe extern "C-unwind" {
         dest: *mut pg_sys::DestReceiver,
         qc: *mut pg_sys::QueryCompletion,
     );
-}
-
-/// `standard_ProcessUtility`: runs a utility statement (and whatever user
-/// code it calls).
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn standard_process_utility(
-    pstmt: *mut pg_sys::PlannedStmt,
-    query: *const std::ffi::c_char,
-    read_only_tree: bool,
-    context: pg_sys::ProcessUtilityContext::Type,
-    params: pg_sys::ParamListInfo,
-    query_env: *mut pg_sys::QueryEnvironment,
-    dest: *mut pg_sys::DestReceiver,
-    qc: *mut pg_sys::QueryCompletion,
-) {
-    standard_process_utility_unconverted(pstmt, query, read_only_tree, context, params, query_env, dest, qc)
 }
 
 /// `ExecScan`: runs the node's quals and projection.
