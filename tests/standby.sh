@@ -7,7 +7,8 @@
 # like the primary, through index scans, snapshot scans and AnkerAgg; it is
 # promoted and takes writes. Then point-in-time recovery of a base backup
 # plus archived WAL to a recovery_target_xid restores the tables as they
-# were at that transaction.
+# were at that transaction, and pg_rewind takes the old primary, which went
+# on writing, back to that point as a standby of the recovered cluster.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/bench/lib/cluster.sh"
@@ -21,7 +22,7 @@ cleanup() {
 EXTRA_DATA=()
 trap cleanup EXIT
 cluster_start "shared_preload_libraries = 'anker'" "anker.memory_limit = '1GB'" "lc_messages = 'C'" \
-    "wal_level = replica" "archive_mode = on" "anker.snapshot_min_rows = 0" >/dev/null
+    "wal_level = replica" "archive_mode = on" "anker.snapshot_min_rows = 0" "wal_log_hints = on" >/dev/null
 mkdir -p "$CLUSTER_DIR/archive" && chown postgres "$CLUSTER_DIR/archive"
 cluster_psql -c "ALTER SYSTEM SET archive_command = 'cp %p $CLUSTER_DIR/archive/%f'" -c "SELECT pg_reload_conf()" >/dev/null
 
@@ -245,4 +246,35 @@ restored=$(same_answers "after point-in-time recovery" "$PITR_PORT")
 [ "$restored" = "$at_target" ] || fail "point-in-time recovery did not restore the tables as of xid $xid"
 [ "$(qp "$PITR_PORT" "SELECT note FROM t_anker WHERE id = -1")" = "the target" ] || fail "PITR: the target transaction is missing"
 echo "ok: point-in-time recovery to xid $xid restores anker tables as of that transaction"
+
+# ---- pg_rewind ---------------------------------------------------------------
+# The old primary went on after the target (a workload, a TRUNCATE) on the
+# timeline the recovered cluster left: rewound and started as its standby,
+# it forgets all of that, log blocks the rewind copies and truncates included.
+qp "$PITR_PORT" "CHECKPOINT" >/dev/null   # (pg_rewind reads the new timeline from its control file)
+# (the old primary's WAL since the last common checkpoint is in the archive)
+echo "restore_command = 'cp $CLUSTER_DIR/archive/%f %p'" >> "$CLUSTER_DATA/postgresql.conf"
+(cd "$CLUSTER_DIR" && runuser -u postgres -- "$PG_BINDIR/pg_rewind" --target-pgdata="$CLUSTER_DATA" -R --restore-target-wal \
+    --source-server="host=$CLUSTER_SOCK port=$PITR_PORT user=postgres dbname=postgres" >"$CLUSTER_DIR/rewind.log" 2>&1) ||
+    { cat "$CLUSTER_DIR/rewind.log"; fail "pg_rewind failed"; }
+# (pg_rewind copied the recovered cluster's configuration: its port and target)
+printf "port = %s\nrecovery_target_xid = ''\n" "$CLUSTER_PORT" >> "$CLUSTER_DATA/postgresql.conf"
+pg_ctl_as -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 300 start || fail "the rewound primary does not start"
+wait_ready "$CLUSTER_PORT"
+[ "$(q "SELECT pg_is_in_recovery()")" = t ] || fail "the rewound primary is not a standby"
+for s in anker heap; do
+    qp "$PITR_PORT" "UPDATE t_$s SET v = v + 1000, note = 'after rewind' WHERE id % 11 = 0" >/dev/null
+done
+target=$(qp "$PITR_PORT" "SELECT pg_current_wal_lsn()")
+for _ in $(seq 1 120); do
+    [ "$(q "SELECT pg_last_wal_replay_lsn() >= '$target'")" = t ] && break
+    sleep 1
+done
+[ "$(q "SELECT pg_last_wal_replay_lsn() >= '$target'")" = t ] || fail "the rewound primary did not catch up"
+[ "$(same_answers "rewound" "$CLUSTER_PORT")" = "$(same_answers "recovered, written" "$PITR_PORT")" ] ||
+    fail "the rewound primary answers differently from the cluster it follows"
+[ "$(q "SELECT count(*) FROM later_anker")" = 5000 ] || fail "the rewound primary kept its TRUNCATE"
+q "SELECT bt_index_check('t_anker_pkey', true), bt_index_check('t_anker_grp', true)" >/dev/null ||
+    fail "an index of the rewound primary disagrees with its table"
+echo "ok: pg_rewind takes the old primary back to the recovered timeline; as its standby it answers like it"
 echo "standby: all checks passed"
