@@ -136,7 +136,7 @@ unsafe fn relid_of(rv: *mut pg_sys::RangeVar) -> Option<pg_sys::Oid> {
 }
 
 /// A permanent anker table: one whose changes a publication would lose.
-unsafe fn is_published_anker(relid: pg_sys::Oid) -> bool {
+unsafe fn is_permanent_anker(relid: pg_sys::Oid) -> bool {
     let rel = pg_sys::RelationIdGetRelation(relid);
     if rel.is_null() {
         return false;
@@ -174,8 +174,13 @@ fn listed(names: &[String]) -> String {
     s
 }
 
-const WHY: &str = "Logical decoding does not see changes of anker tables: a subscriber copies their rows when it starts, then receives none of their inserts, updates or deletes.";
-const HINT: &str = "Keep anker tables out of publications; a physical standby (pg_basebackup) replicates them.";
+/// Raise `message` as a WARNING, with why and what to do instead.
+fn warn(message: String) {
+    pgrx::pg_sys::panic::ErrorReport::new(PgSqlErrorCode::ERRCODE_WARNING, message, function_name!())
+        .set_detail("Logical decoding does not see changes of anker tables: a subscriber copies their rows when it starts, then receives none of their inserts, updates or deletes.")
+        .set_hint("Keep anker tables out of publications; a physical standby (pg_basebackup) replicates them.")
+        .report(PgLogLevel::WARNING);
+}
 
 /// After CREATE/ALTER PUBLICATION `pubname`: its permanent anker tables.
 unsafe fn warn_for_publication(pubname: *const std::ffi::c_char) {
@@ -193,31 +198,25 @@ unsafe fn warn_for_publication(pubname: *const std::ffi::c_char) {
     };
     tables.sort_unstable_by_key(|o| o.to_u32());
     tables.dedup();
-    let names: Vec<String> = tables.into_iter().filter(|&t| is_published_anker(t)).map(|t| rel_name(t)).collect();
+    let names: Vec<String> = tables.into_iter().filter(|&t| is_permanent_anker(t)).map(|t| rel_name(t)).collect();
     if names.is_empty() {
         return;
     }
     let publication = CStr::from_ptr(pubname).to_string_lossy();
-    pgrx::pg_sys::panic::ErrorReport::new(
-        PgSqlErrorCode::ERRCODE_WARNING,
-        format!("publication \"{publication}\" will not send changes of its anker tables: {}", listed(&names)),
-        function_name!(),
-    )
-    .set_detail(WHY)
-    .set_hint(HINT)
-    .report(PgLogLevel::WARNING);
+    warn(format!("publication \"{publication}\" will not send changes of its anker tables: {}", listed(&names)));
 }
 
 /// After a statement that created, attached, moved or converted `relid`:
 /// the publications that now include it or one of its partitions.
 unsafe fn warn_for_table(relid: Option<pg_sys::Oid>) {
     let Some(relid) = relid else { return };
-    let leaves = oids(guarded(|| find_all_inheritors(relid, pg_sys::NoLock as pg_sys::LOCKMODE, std::ptr::null_mut())));
+    let mut leaves = oids(guarded(|| find_all_inheritors(relid, pg_sys::NoLock as pg_sys::LOCKMODE, std::ptr::null_mut())));
+    leaves.retain(|&leaf| is_permanent_anker(leaf));
+    if leaves.is_empty() {
+        return;
+    }
     let all_tables = oids(pg_sys::GetAllTablesPublications());
     for leaf in leaves {
-        if !is_published_anker(leaf) {
-            continue;
-        }
         let mut publications = all_tables.clone();
         let mut published = vec![leaf];
         published.extend(oids(guarded(|| get_partition_ancestors(leaf))));
@@ -237,13 +236,6 @@ unsafe fn warn_for_table(relid: Option<pg_sys::Oid>) {
         if names.is_empty() {
             continue;
         }
-        pgrx::pg_sys::panic::ErrorReport::new(
-            PgSqlErrorCode::ERRCODE_WARNING,
-            format!("anker table {} is in publications that will not send its changes: {}", rel_name(leaf), listed(&names)),
-            function_name!(),
-        )
-        .set_detail(WHY)
-        .set_hint(HINT)
-        .report(PgLogLevel::WARNING);
+        warn(format!("anker table {} is in publications that will not send its changes: {}", rel_name(leaf), listed(&names)));
     }
 }
