@@ -3,7 +3,7 @@
 //! system columns (foreign-key triggers read `xmin`, and users may too).
 //!
 //! The operations are PostgreSQL's virtual-slot operations with a larger
-//! slot and our own `getsysattr`, `init` and `clear`.
+//! slot and our own `getsysattr`, `init`, `clear` and `copyslot`.
 
 use anker_engine::table::{flag, RowHeader};
 use pgrx::pg_sys;
@@ -52,6 +52,7 @@ pub fn init_ops() {
         OPS.clear = Some(slot_clear);
         OPS.release = Some(slot_release);
         OPS.getsysattr = Some(slot_getsysattr);
+        OPS.copyslot = Some(slot_copy);
     }
 }
 
@@ -136,6 +137,30 @@ unsafe extern "C-unwind" fn slot_clear(slot: *mut pg_sys::TupleTableSlot) {
         clear(slot);
     }
     (*(slot as *mut AnkerSlot)).valid = false;
+}
+
+/// Copy a row into one of our slots. Like a heap slot's copy, and unlike a
+/// virtual slot's, the copy of a row we read keeps its TID, table and
+/// stamps (a row built elsewhere has none): logical replication's apply
+/// finds a row by a sequential scan, copies it, and locks and changes it
+/// through the copy's TID (`RelationFindReplTupleSeq`).
+#[pg_guard]
+unsafe extern "C-unwind" fn slot_copy(dst: *mut pg_sys::TupleTableSlot, src: *mut pg_sys::TupleTableSlot) {
+    if let Some(copy) = pg_sys::TTSOpsVirtual.copyslot {
+        copy(dst, src);
+    }
+    let d = &mut *(dst as *mut AnkerSlot);
+    if is_ours(src) {
+        let s = &*(src as *mut AnkerSlot);
+        (*dst).tts_tid = (*src).tts_tid;
+        (*dst).tts_tableOid = (*src).tts_tableOid;
+        d.valid = s.valid;
+        (d.xmin, d.xmax, d.cmin, d.cmax) = (s.xmin, s.xmax, s.cmin, s.cmax);
+    } else {
+        (*dst).tts_tid = pg_sys::ItemPointerData { ip_blkid: pg_sys::BlockIdData { bi_hi: 0xFFFF, bi_lo: 0xFFFF }, ip_posid: 0 };
+        (*dst).tts_tableOid = pg_sys::InvalidOid;
+        d.valid = false;
+    }
 }
 
 #[pg_guard]
