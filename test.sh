@@ -18,7 +18,7 @@ cd "$ROOT"
 PG_BINDIR=/usr/lib/postgresql/15/bin
 PGXS_TEST=/usr/lib/postgresql/15/lib/pgxs/src/test
 # (vm_snapshot runs in the QEMU guest of kernel-patch/run-tests.sh, on a kernel that has it)
-REGRESS_TESTS=(setup types basic scan_node agg_node olap dml differential mvcc snapshots errors rewrites compat publication)
+REGRESS_TESTS=(setup types basic scan_node agg_node olap dml differential mvcc snapshots errors rewrites compat logical_decoding)
 # ANKER_REGRESS="setup rewrites" runs a subset.
 [ -n "${ANKER_REGRESS:-}" ] && read -ra REGRESS_TESTS <<< "$ANKER_REGRESS"
 PASSED=0
@@ -70,7 +70,7 @@ max_prepared_transactions = 10
 max_worker_processes = 8
 max_parallel_workers = 4
 lc_messages = 'C'
-# publications (sql/publication.sql) without PostgreSQL's warning about it
+# logical decoding (sql/logical_decoding.sql)
 wal_level = logical
 # the suites' tables are small: let them use snapshots all the same
 anker.snapshot_min_rows = 0

@@ -18,7 +18,6 @@ mod durable;
 mod error;
 mod guc;
 mod pg_raw;
-mod publication;
 mod scan_node;
 mod shmem;
 mod snapshots;
@@ -58,6 +57,5 @@ pub extern "C-unwind" fn _PG_init() {
     scan_node::install();
     agg_node::install();
     analytics::install();
-    publication::install_hook();
     guc::reserve_prefix();
 }

@@ -1,6 +1,5 @@
 //! PostgreSQL functions that run user code (WHERE clauses, index
-//! expressions and predicates, utility statements), called without pgrx's
-//! error conversion.
+//! expressions and predicates), called without pgrx's error conversion.
 //!
 //! pgrx turns an error raised under one of its FFI calls into a Rust panic
 //! and raises a new error from it at the callback's boundary, keeping only
@@ -31,22 +30,6 @@ unsafe extern "C-unwind" {
         estate: *mut pg_sys::EState,
         values: *mut pg_sys::Datum,
         isnull: *mut bool,
-    );
-}
-
-unsafe extern "C-unwind" {
-    /// `standard_ProcessUtility`: runs a utility statement (and whatever
-    /// user code it calls).
-    #[link_name = "standard_ProcessUtility"]
-    pub fn standard_process_utility(
-        pstmt: *mut pg_sys::PlannedStmt,
-        query: *const std::ffi::c_char,
-        read_only_tree: bool,
-        context: pg_sys::ProcessUtilityContext::Type,
-        params: pg_sys::ParamListInfo,
-        query_env: *mut pg_sys::QueryEnvironment,
-        dest: *mut pg_sys::DestReceiver,
-        qc: *mut pg_sys::QueryCompletion,
     );
 }
 

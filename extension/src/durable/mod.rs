@@ -18,6 +18,7 @@
 //! all carry the number of the last change it includes.
 
 pub mod compact;
+pub mod logical;
 mod pages;
 pub mod redo;
 

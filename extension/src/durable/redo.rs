@@ -2,7 +2,9 @@
 //! log bytes added to a table's change log; IMAGE: pages of an image being
 //! written; SWITCH: an image made the log's head, blocks freed), and
 //! descriptions for `pg_waldump` and `pg_walinspect`. Every record is a list
-//! of page operations that `pages::apply` executes.
+//! of page operations that `pages::apply` executes. A fourth kind, ROW,
+//! exists for logical decoding only (`logical.rs`, also our `rm_decode`):
+//! redo has nothing to do for it.
 //!
 //! Redo runs in the startup process, which inherits the arena, without
 //! catalog access: a record names its relation file through its block
@@ -13,6 +15,7 @@
 //! standby, tables its backends have loaded also get the changes, by
 //! sequence number (a table loaded meanwhile skips those it has).
 
+use super::logical::{self, XLOG_ANKER_ROW};
 use super::pages::{self, RecordHeader, XLOG_ANKER_APPEND, XLOG_ANKER_IMAGE, XLOG_ANKER_SWITCH};
 use super::{parse_chunk, FIRST, LAST, MIDDLE, RMGR_ID, WHOLE};
 use crate::shmem;
@@ -32,7 +35,7 @@ static mut RMGR: pg_sys::RmgrData = pg_sys::RmgrData {
     rm_startup: None,
     rm_cleanup: Some(cleanup),
     rm_mask: None,
-    rm_decode: None,
+    rm_decode: Some(logical::decode),
 };
 
 /// Register the resource manager (postmaster, `shared_preload_libraries`).
@@ -91,6 +94,9 @@ fn kind(record: *mut pg_sys::XLogReaderState) -> u8 {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
+    if kind(record) == XLOG_ANKER_ROW {
+        return;
+    }
     let lsn = (*record).EndRecPtr;
     let header = record_header(record);
     let mut chunk: Vec<u8> = vec![];
@@ -268,6 +274,11 @@ unsafe extern "C-unwind" fn cleanup() {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::XLogReaderState) {
+    if kind(record) == XLOG_ANKER_ROW {
+        let c = std::ffi::CString::new(logical::describe(record)).unwrap_or_default();
+        pg_sys::appendStringInfoString(buf, c.as_ptr());
+        return;
+    }
     let header = record_header(record);
     let mut chunk = vec![];
     let mut file = None;
@@ -324,6 +335,7 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const std::ffi::c_char {
         XLOG_ANKER_APPEND => c"APPEND".as_ptr(),
         XLOG_ANKER_IMAGE => c"IMAGE".as_ptr(),
         XLOG_ANKER_SWITCH => c"SWITCH".as_ptr(),
+        XLOG_ANKER_ROW => c"ROW".as_ptr(),
         _ => std::ptr::null(),
     }
 }

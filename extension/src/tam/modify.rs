@@ -288,6 +288,10 @@ unsafe fn insert_slots(
     let row_refs: Vec<&[_]> = rows.iter().map(|r| r.as_slice()).collect();
     let mut ids = Vec::with_capacity(slots.len());
     insert_logged(rel, table, &row_refs, &blobs, xid, cid, flags, token, &mut ids);
+    // (a speculative insertion is decoded once confirmed)
+    if flags & flag::SPECULATIVE == 0 && durable::logical::wanted(rel) {
+        durable::logical::log_insert(rel, slots);
+    }
     // RETURNING may read the new rows' system columns.
     let stamps = RowHeader { xmin: xid, cmin: cid, ..Default::default() };
     for (k, &slot) in slots.iter().enumerate() {
@@ -361,6 +365,10 @@ pub unsafe extern "C-unwind" fn tuple_complete_speculative(
         if modify_logged(rel, table, row, &h, &change) {
             break;
         }
+    }
+    if succeeded && durable::logical::wanted(rel) {
+        getallattrs(slot);
+        durable::logical::log_insert(rel, &[slot]);
     }
 }
 
@@ -694,11 +702,13 @@ pub unsafe extern "C-unwind" fn tuple_delete(
     conflict_in(rel);
     let xid: u32 = pg_sys::GetCurrentTransactionId().into();
     let mut tuple_lock = TupleLock::new(rel);
+    let logical = durable::logical::wanted(rel);
     loop {
         let h = match claim(rel, table, row, cid, LockTupleExclusive, pg_sys::XLTW_Oper::XLTW_Delete, snapshot, crosscheck, wait, tmfd, "delete", &mut tuple_lock) {
             Ok(h) => h,
             Err(r) => return r,
         };
+        let old_key = if logical { durable::logical::old_identity(rel, table, row, None) } else { None };
         let change = RowChange {
             xmax: Some((xid, cid)),
             set_flags: if changing_part { flag::MOVED } else { 0 },
@@ -708,6 +718,9 @@ pub unsafe extern "C-unwind" fn tuple_delete(
             ..Default::default()
         };
         if modify_logged(rel, table, row, &h, &change) {
+            if logical {
+                durable::logical::log_delete(rel, old_key);
+            }
             pg_sys::pgstat_count_heap_delete(rel);
             return TM_Ok;
         }
@@ -900,6 +913,8 @@ pub unsafe extern "C-unwind" fn tuple_update(
     let mut changes = Vec::with_capacity(natts);
     let mut blobs = vec![];
     let mut keys_kept;
+    let logical = durable::logical::wanted(rel);
+    let mut old_key;
     loop {
         let mode = if changes_any(table, row, &new_values, &key_cols) { LockTupleExclusive } else { LockTupleNoKeyExclusive };
         *lockmode = mode;
@@ -910,6 +925,11 @@ pub unsafe extern "C-unwind" fn tuple_update(
         // One comparison per column, now that the row is ours.
         // (columns beyond the attributes stay as they are)
         changed_columns(table, row, &new_values[..natts], &mut changes);
+        old_key = if logical {
+            durable::logical::old_identity(rel, table, row, Some(&|i| changes.iter().any(|&(c, _)| c == i)))
+        } else {
+            None
+        };
         if in_place_allowed && !changes.iter().any(|&(i, _)| indexed.contains(i)) {
             // No indexed column changes: update in place, same row id.
             blobs.clear();
@@ -926,6 +946,9 @@ pub unsafe extern "C-unwind" fn tuple_update(
                 continue;
             }
             crate::undo::remember(table, row, xid);
+            if logical {
+                durable::logical::log_update(rel, slot, old_key);
+            }
             if h.chain != 0 {
                 // Older records may have become garbage (the one just
                 // written never is).
@@ -996,6 +1019,9 @@ pub unsafe extern "C-unwind" fn tuple_update(
     let stamps = RowHeader { xmin: xid, cmin: cid, locker: carried.0, flags: carried.1, ..Default::default() };
     super::slot::set_stamps(slot, Some(&stamps));
     *update_indexes = true;
+    if logical {
+        durable::logical::log_update(rel, slot, old_key);
+    }
     arena.count(anker_engine::stats::NEW_ROW_UPDATES, 1);
     pg_sys::pgstat_count_heap_update(rel, false);
     TM_Ok
