@@ -113,7 +113,7 @@ if ! skip isolation; then
 fi
 
 if ! skip pg-suites; then
-    banner "PostgreSQL's regress and isolation suites, heap and anker: tests/pg-suites/run.sh"
+    banner "PostgreSQL's regress, isolation and logical replication suites, heap and anker: tests/pg-suites/run.sh"
     tests/pg-suites/run.sh 2>&1 | tee "$WORK/pg-suites.log"
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$WORK/pg-suites.log" | tail -n 1)
     if [ -n "$line" ]; then

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # PostgreSQL 15's own regression and isolation suites with anker as the
 # default table access method, and on heap in the same run as the baseline
-# (DESIGN §12).
+# (DESIGN §12); and its logical replication TAP suite (src/test/subscription)
+# the same way, where heap runs only the tests anker fails (tap_verdict).
 #
-#   tests/pg-suites/run.sh [--suites regress,isolation] [--ams heap,anker] [--keep]
+#   tests/pg-suites/run.sh [--suites regress,isolation,subscription] [--ams heap,anker] [--keep]
 #                          [--tests "name ..."]   (those tests instead of the schedule)
 #                          [--accept]   (keep anker's output of every test that fails
 #                                        only on anker as its alternative expected file:
@@ -36,7 +37,7 @@ PG_BINDIR=/usr/lib/postgresql/15/bin
 PG_CONFIG=$PG_BINDIR/pg_config
 PGXS_TEST=$($PG_CONFIG --pkglibdir)/pgxs/src/test
 CACHE=${ANKER_PGSRC_CACHE:-/var/tmp/anker-pgsrc}
-SUITES=regress,isolation
+SUITES=regress,isolation,subscription
 AMS=heap,anker
 KEEP=0
 ONLY=
@@ -50,7 +51,7 @@ while [ $# -gt 0 ]; do
         --tests) ONLY=$2; shift 2 ;;
         --accept) ACCEPT=1; shift ;;
         --anker-conf) ANKER_CONF+=("$2"); shift 2 ;;
-        *) echo "usage: $0 [--suites regress,isolation] [--ams heap,anker] [--keep] [--tests \"name ...\"] [--accept] [--anker-conf LINE]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--suites regress,isolation,subscription] [--ams heap,anker] [--keep] [--tests \"name ...\"] [--accept] [--anker-conf LINE]" >&2; exit 2 ;;
     esac
 done
 unset RUST_BACKTRACE RUST_LIB_BACKTRACE
@@ -105,6 +106,10 @@ fi
 [ "$version" = "$installed" ] || echo "pg-suites: using the suites of postgresql-15 $version with the installed server $installed"
 REGRESS_SRC=$SRC/src/test/regress
 ISOLATION_SRC=$SRC/src/test/isolation
+# The TAP suites' framework (PostgreSQL::Test::Cluster) runs on IPC::Run.
+if [[ ",$SUITES," == *",subscription,"* ]] && ! perl -MIPC::Run -e1 2>/dev/null; then
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq libipc-run-perl >/dev/null || fail_setup "installing libipc-run-perl failed"
+fi
 
 # ---- C modules the regression suite loads (regress.so, refint.so, autoinc.so) ----
 LIBDIR=$CACHE/lib-$version
@@ -208,12 +213,92 @@ run_suite() {
     return 0
 }
 
+# run_tap_suite AM [TEST ...]: PostgreSQL's logical replication TAP tests
+# (all, or the named ones), every cluster they make set up like run_suite's:
+# anker preloaded and created in template1 and postgres (an initdb wrapper
+# first in PATH), default_table_access_method set (TEMP_CONFIG, which
+# PostgreSQL::Test::Cluster appends to each cluster's configuration).
+# Results in $WORK/subscription-AM/results.tsv (name, ok|failed|skipped).
+run_tap_suite() {
+    local am=$1 out="$WORK/subscription-$1" t
+    shift
+    mkdir -p "$out/bin"
+    cp -r "$SRC/src/test/subscription" "$SRC/src/test/perl" "$out/"
+    conf_for "$am" > "$out/temp.conf"
+    cat > "$out/bin/initdb" <<EOF
+#!/bin/sh
+set -e
+"$PG_BINDIR/initdb" "\$@"
+while [ \$# -gt 0 ]; do [ "\$1" = -D ] && pgdata=\$2; shift; done
+for db in template1 postgres; do
+    echo "CREATE EXTENSION anker;" | "$PG_BINDIR/postgres" --single -D "\$pgdata" \\
+        -c shared_preload_libraries=anker -c anker.memory_limit=256MB "\$db" >/dev/null
+done
+EOF
+    chmod 755 "$out/bin/initdb"
+    chown -R postgres "$out"
+    local -a tests=()
+    for t in "$@"; do tests+=("t/$t.pl"); done
+    [ ${#tests[@]} -gt 0 ] || mapfile -t tests < <(cd "$out/subscription" && ls t/*.pl)
+    local start=$SECONDS with_icu=no
+    "$PG_CONFIG" --configure | grep -q -- --with-icu && with_icu=yes
+    (cd "$out/subscription" && runuser -u postgres -- env PATH="$out/bin:$PG_BINDIR:$PATH" \
+        TESTDIR="$out/subscription" PG_REGRESS="$PGXS_TEST/regress/pg_regress" \
+        TEMP_CONFIG="$out/temp.conf" with_icu=$with_icu RUST_BACKTRACE=1 \
+        prove -I ../perl -I . "${tests[@]}" >"$out/run.log" 2>&1)
+    echo "pg-suites: subscription on $am ran in $((SECONDS - start)) s"
+    # "t/001_rep_changes.pl ..... ok", "... skipped: why", "... Failed 2/37 subtests", "... Dubious, ..."
+    sed -nE 's#^t/([a-zA-Z0-9_]+)\.pl \.+ (.*)$#\1\t\2#p' "$out/run.log" \
+        | awk -F'\t' '{ r = ($2 == "ok") ? "ok" : ($2 ~ /^skipped/) ? "skipped" : "failed"; print $1 "\t" r }' > "$out/results.tsv"
+    if grep -Eq 'terminated by signal|server process .* was terminated' "$out"/subscription/tmp_check/log/*.log 2>/dev/null; then
+        echo "pg-suites: a server process crashed during subscription on $am:"
+        grep -Eh 'terminated by signal|was terminated' "$out"/subscription/tmp_check/log/*.log | head -5
+        touch "$out/crashed"
+    fi
+}
+
+# The TAP suite on anker, then the tests anker fails on heap: one that fails
+# there too is outside the yardstick (reported, not counted).
+tap_verdict() {
+    run_tap_suite anker $ONLY
+    local anker="$WORK/subscription-anker/results.tsv" name result s_pass s_fail=0 s_heap=0
+    s_pass=$(awk -F'\t' '$2 == "ok"' "$anker" | wc -l)
+    local -a bad
+    mapfile -t bad < <(awk -F'\t' '$2 == "failed" {print $1}' "$anker")
+    if [ ${#bad[@]} -gt 0 ]; then
+        run_tap_suite heap "${bad[@]}"
+        for name in "${bad[@]}"; do
+            result=$(awk -F'\t' -v n="$name" '$1 == n {print $2}' "$WORK/subscription-heap/results.tsv")
+            if [ "$result" = ok ]; then
+                s_fail=$((s_fail + 1))
+                echo "pg-suites: subscription/$name passes on heap, fails on anker"
+            else
+                s_heap=$((s_heap + 1))
+                echo "pg-suites: subscription/$name fails on heap too (${result:-not run}): not counted"
+            fi
+        done
+    fi
+    [ -s "$anker" ] || { s_fail=$((s_fail + 1)); echo "pg-suites: the subscription suite ran no test (see $WORK/subscription-anker/run.log)"; }
+    [ -f "$WORK/subscription-anker/crashed" ] && s_fail=$((s_fail + 1))
+    echo "pg-suites: subscription: anker passes $s_pass of $(wc -l < "$anker") ($(awk -F'\t' '$2 == "skipped"' "$anker" | wc -l) skipped by the suite itself); $s_fail fail only on anker, $s_heap on heap too"
+    if [ "$s_fail" -gt 0 ]; then
+        cp "$WORK/subscription-anker/run.log" "$ROOT/pg-suites-subscription.log"
+        echo "pg-suites: anker's TAP output is in pg-suites-subscription.log"
+    fi
+    passed=$((passed + s_pass))
+    failed=$((failed + s_fail))
+}
+
 passed=0
 failed=0
 known=0
 IFS=, read -ra suite_list <<< "$SUITES"
 IFS=, read -ra am_list <<< "$AMS"
 for suite in "${suite_list[@]}"; do
+    if [ "$suite" = subscription ]; then
+        [[ ",$AMS," == *",anker,"* ]] && tap_verdict
+        continue
+    fi
     ran=1
     for am in "${am_list[@]}"; do
         # A suite that cannot run is a failure, not zero tests.
