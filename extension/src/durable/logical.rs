@@ -19,6 +19,7 @@ use crate::visibility::Visibility;
 use anker_engine::table::Table;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use pgrx::PgSqlErrorCode;
 
 /// Record kind (`xl_info`) of a row change for logical decoding.
 pub const XLOG_ANKER_ROW: u8 = 0x40;
@@ -170,9 +171,22 @@ unsafe fn form(
     pg_sys::heap_form_tuple(desc, v.as_mut_ptr(), n.as_mut_ptr())
 }
 
+/// The largest ROW record: WAL readers refuse records over 1 GB, and a
+/// record nobody can read would end recovery there. (Heap's rows never come
+/// close: it stores large values in TOAST tables.)
+const MAX_RECORD: u64 = 1000 << 20;
+
 unsafe fn write(rel: pg_sys::Relation, action: u8, new: Option<pg_sys::HeapTuple>, old: Option<pg_sys::HeapTuple>) {
     let len = |t: Option<pg_sys::HeapTuple>| t.map_or(0, |t| (*t).t_len);
     let head = RowRecord { rnode: (*rel).rd_node, action, _pad: [0; 3], new_len: len(new), old_len: len(old) };
+    if head.new_len as u64 + head.old_len as u64 > MAX_RECORD {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!("anker: a change of a row of {} bytes is too large to log for logical decoding", head.new_len as u64 + head.old_len as u64),
+            "At wal_level = logical an anker row and its old replica identity must fit in 1000 MB together."
+        );
+    }
     pg_sys::XLogBeginInsert();
     // (so that subscribers can skip changes their own origin applied)
     pg_sys::XLogSetRecordFlags(pg_sys::XLOG_INCLUDE_ORIGIN as u8);
