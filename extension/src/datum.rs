@@ -77,10 +77,18 @@ fn needs_detoast(p: *const u8) -> bool {
     // SAFETY: p points at a varlena header.
     let b = unsafe { *p };
     if is_1b(p) {
-        b == 0x01 // VARATT_IS_1B_E
+        is_external(p)
     } else {
         b & 0x03 == 0x02 // VARATT_IS_4B_C
     }
+}
+
+/// `VARATT_IS_EXTERNAL`: a TOAST pointer or an expanded object, whose value
+/// is stored elsewhere (a one-byte header of 0x01).
+#[inline]
+pub fn is_external(p: *const u8) -> bool {
+    // SAFETY: p points at a varlena header.
+    unsafe { *p == 0x01 }
 }
 
 /// Total size of an in-memory (not external, not compressed) varlena.

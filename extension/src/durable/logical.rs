@@ -154,15 +154,13 @@ unsafe fn form(
     nulls: *const bool,
     keep: impl Fn(usize) -> bool,
 ) -> pg_sys::HeapTuple {
-    let natts = (*desc).natts as usize;
-    let mut v = Vec::with_capacity(natts);
-    let mut n = Vec::with_capacity(natts);
-    for i in 0..natts {
-        let att = &*(*desc).attrs.as_ptr().add(i);
+    let atts = crate::datum::attrs(desc);
+    let mut v = Vec::with_capacity(atts.len());
+    let mut n = Vec::with_capacity(atts.len());
+    for (i, att) in atts.iter().enumerate() {
         let null = *nulls.add(i) || att.attisdropped || !keep(i);
         let mut d = if null { pg_sys::Datum::from(0) } else { *values.add(i) };
-        // VARATT_IS_EXTERNAL: a one-byte header of 0x01
-        if !null && att.attlen == -1 && *d.cast_mut_ptr::<u8>() == 0x01 {
+        if !null && att.attlen == -1 && crate::datum::is_external(d.cast_mut_ptr::<u8>()) {
             d = pg_sys::Datum::from(pg_sys::detoast_external_attr(d.cast_mut_ptr()));
         }
         v.push(d);
@@ -242,7 +240,7 @@ pub unsafe extern "C-unwind" fn decode(ctx: *mut pg_sys::LogicalDecodingContext,
     let xid = (*d).header.xl_xid;
     let reorder = (*ctx).reorder;
     pg_sys::ReorderBufferProcessXid(reorder, xid, buf.origptr);
-    if (*d).header.xl_info & !(pg_sys::XLR_INFO_MASK as u8) != XLOG_ANKER_ROW {
+    if super::redo::kind(record) != XLOG_ANKER_ROW {
         return;
     }
     let builder = (*ctx).snapshot_builder;
@@ -290,8 +288,7 @@ unsafe fn tuple_buf(reorder: *mut pg_sys::ReorderBuffer, bytes: &[u8]) -> *mut p
     let tb = pg_sys::ReorderBufferGetTupleBuf(reorder, bytes.len() - HEADER);
     let t = &mut (*tb).tuple;
     t.t_len = bytes.len() as u32;
-    // ItemPointerSetInvalid: no position in any table
-    t.t_self = pg_sys::ItemPointerData { ip_blkid: pg_sys::BlockIdData { bi_hi: 0xFFFF, bi_lo: 0xFFFF }, ip_posid: 0 };
+    t.t_self = crate::tam::INVALID_TID;
     t.t_tableOid = pg_sys::InvalidOid;
     std::ptr::copy_nonoverlapping(bytes.as_ptr(), t.t_data as *mut u8, bytes.len());
     tb

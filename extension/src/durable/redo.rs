@@ -87,7 +87,8 @@ fn pieces() -> &'static mut HashMap<TableKey, Vec<u8>> {
     unsafe { (*(&raw mut PIECES)).get_or_insert_with(HashMap::new) }
 }
 
-fn kind(record: *mut pg_sys::XLogReaderState) -> u8 {
+/// The record's kind (`xl_info` without the bits PostgreSQL uses).
+pub(super) fn kind(record: *mut pg_sys::XLogReaderState) -> u8 {
     // SAFETY: a decoded record.
     unsafe { (*(*record).record).header.xl_info & !(pg_sys::XLR_INFO_MASK as u8) }
 }

@@ -35,6 +35,11 @@ pub fn row_to_tid(row: u64, tid: &mut pg_sys::ItemPointerData) {
     tid.ip_posid = off;
 }
 
+/// `ItemPointerSetInvalid`: a TID that names no row (of rows built
+/// elsewhere, and of tuples that come from no table).
+pub const INVALID_TID: pg_sys::ItemPointerData =
+    pg_sys::ItemPointerData { ip_blkid: pg_sys::BlockIdData { bi_hi: 0xFFFF, bi_lo: 0xFFFF }, ip_posid: 0 };
+
 /// A TID for the *newest* version of `row`. With in-place updates one TID
 /// names every version of a row; heap tells the version a scan saw from the
 /// newest one by their TIDs, and the executor relies on it after locking a

@@ -157,7 +157,7 @@ unsafe extern "C-unwind" fn slot_copy(dst: *mut pg_sys::TupleTableSlot, src: *mu
         d.valid = s.valid;
         (d.xmin, d.xmax, d.cmin, d.cmax) = (s.xmin, s.xmax, s.cmin, s.cmax);
     } else {
-        (*dst).tts_tid = pg_sys::ItemPointerData { ip_blkid: pg_sys::BlockIdData { bi_hi: 0xFFFF, bi_lo: 0xFFFF }, ip_posid: 0 };
+        (*dst).tts_tid = super::INVALID_TID;
         (*dst).tts_tableOid = pg_sys::InvalidOid;
         d.valid = false;
     }
