@@ -8,9 +8,10 @@
 #                    [--conf 'postgresql.conf line' ...]
 #
 # Rounds run heap then anker, then anker then heap, and so on (ABBA), so a drift of the machine
-# over the run favours neither. Prints tps per database per round, the anker/heap ratio of the
-# sums, WAL bytes per transaction of each engine (the rounds run one at a time, so the WAL
-# written during a round is that engine's), and checks the TPC-C consistency conditions in both
+# over the run favours neither. Prints tps per database per round (with its UTC times), the
+# anker/heap ratio of the sums and of each pair of rounds (their spread is the run's noise),
+# WAL bytes per transaction of each engine (the rounds run one at a time, so the WAL written
+# during a round is that engine's), and checks the TPC-C consistency conditions in both
 # databases at the end. `--conf 'synchronous_commit = on'` overrides a default. --perf SEC
 # records `perf record -a -g` for SEC seconds in the middle of each engine's last round (needs
 # linux-perf) into DIR (default: a new directory under /tmp) and prints the top symbols.
@@ -70,7 +71,8 @@ oltp() { # $1 = database, $2 = seconds; prints "tps transactions wal_bytes kind=
 }
 for am in heap anker; do oltp "tpcc_$am" 10 >/dev/null; done   # warm-up
 
-declare -A sum xsum wsum breakdown cpu
+declare -A sum xsum wsum breakdown cpu round_tps
+ratios=()
 for r in $(seq 1 "$ROUNDS"); do
     order="heap anker"; [ $((r % 2)) = 0 ] && order="anker heap"
     for am in $order; do
@@ -79,6 +81,7 @@ for r in $(seq 1 "$ROUNDS"); do
             (sleep $(( (DURATION - PERF) / 2 )); perf record -q -a -g -o "$OUT/perf.$am.data" -- sleep "$PERF" >/dev/null 2>&1) &
             perf_pid=$!
         fi
+        started=$(date -u +%T)
         read -r tps xacts wal usage < <(oltp "tpcc_$am" "$DURATION")
         for pair in $usage; do
             cpu[$am.${pair%%=*}]=$(echo "${cpu[$am.${pair%%=*}]:-0} + ${pair#*=}" | bc -l)
@@ -92,14 +95,19 @@ for r in $(seq 1 "$ROUNDS"); do
                 breakdown[$am]="  (a checkpoint recycled the round's WAL before it was read)"
         fi
         [ -n "$perf_pid" ] && wait "$perf_pid"
-        echo "round $r $am: $tps tps, $((wal / (xacts > 0 ? xacts : 1))) WAL bytes per transaction"
+        echo "round $r $am: $tps tps, $((wal / (xacts > 0 ? xacts : 1))) WAL bytes per transaction ($started-$(date -u +%T) UTC)"
+        round_tps[$am]=$tps
         sum[$am]=$(echo "${sum[$am]:-0} + $tps" | bc -l)
         xsum[$am]=$(( ${xsum[$am]:-0} + xacts )); wsum[$am]=$(( ${wsum[$am]:-0} + wal ))
     done
+    ratios+=("$(echo "${round_tps[anker]} / ${round_tps[heap]}" | bc -l)")
 done
 printf 'heap %.0f tps, anker-%s %.0f tps, anker/heap = %.3f\n' \
     "$(echo "${sum[heap]} / $ROUNDS" | bc -l)" "$METHOD" "$(echo "${sum[anker]} / $ROUNDS" | bc -l)" \
     "$(echo "${sum[anker]} / ${sum[heap]}" | bc -l)"
+# Each round pair's ratio: their spread is the run's noise.
+printf 'anker/heap by round: %s (median %.3f)\n' "$(printf '%.3f ' "${ratios[@]}")" \
+    "$(printf '%s\n' "${ratios[@]}" | sort -g | awk '{v[NR] = $1} END {print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}')"
 printf 'WAL bytes per transaction: heap %.0f, anker %.0f, anker/heap = %.3f\n' \
     "$(echo "${wsum[heap]} / ${xsum[heap]}" | bc -l)" "$(echo "${wsum[anker]} / ${xsum[anker]}" | bc -l)" \
     "$(echo "(${wsum[anker]} / ${xsum[anker]}) / (${wsum[heap]} / ${xsum[heap]})" | bc -l)"
