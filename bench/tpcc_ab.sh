@@ -83,6 +83,7 @@ for r in $(seq 1 "$ROUNDS"); do
         fi
         started=$(date -u +%T)
         read -r tps xacts wal usage < <(oltp "tpcc_$am" "$DURATION")
+        ended=$(date -u +%T)
         for pair in $usage; do
             cpu[$am.${pair%%=*}]=$(echo "${cpu[$am.${pair%%=*}]:-0} + ${pair#*=}" | bc -l)
         done
@@ -95,7 +96,7 @@ for r in $(seq 1 "$ROUNDS"); do
                 breakdown[$am]="  (a checkpoint recycled the round's WAL before it was read)"
         fi
         [ -n "$perf_pid" ] && wait "$perf_pid"
-        echo "round $r $am: $tps tps, $((wal / (xacts > 0 ? xacts : 1))) WAL bytes per transaction ($started-$(date -u +%T) UTC)"
+        echo "round $r $am: $tps tps, $((wal / (xacts > 0 ? xacts : 1))) WAL bytes per transaction ($started-$ended UTC)"
         round_tps[$am]=$tps
         sum[$am]=$(echo "${sum[$am]:-0} + $tps" | bc -l)
         xsum[$am]=$(( ${xsum[$am]:-0} + xacts )); wsum[$am]=$(( ${wsum[$am]:-0} + wal ))
