@@ -16,7 +16,8 @@
 # records `perf record -a -g` for SEC seconds in the middle of each engine's last round (needs
 # linux-perf) into DIR (default: a new directory under /tmp) and prints the top symbols.
 # It also prints the CPU milliseconds per transaction of the cluster's processes by kind
-# (client backends, autovacuum workers, walwriter, ...; bench/lib/pgcpu.py samples /proc).
+# (client backends, autovacuum workers, walwriter, ...; bench/lib/pgcpu.py samples /proc), the
+# whole machine's user and system CPU per transaction (/proc/stat) and WAL flushes per transaction.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
@@ -58,20 +59,28 @@ cluster_psql -q -c CHECKPOINT -c "CREATE EXTENSION pg_walinspect"
 
 threads=$CLIENTS; [ "$threads" -gt "$(nproc)" ] && threads=$(nproc)
 postmaster=$(head -n1 "$CLUSTER_DATA/postmaster.pid")
-oltp() { # $1 = database, $2 = seconds; prints "tps transactions wal_bytes kind=cpu_seconds..."
-    local before out
+# the machine's user and system CPU time so far (clock ticks; pgbench's included)
+machine_cpu() { awk '/^cpu / {print $2 + $3, $4}' /proc/stat; }
+wal_syncs() { cluster_psql -At -c "SELECT wal_sync FROM pg_stat_wal"; }
+oltp() { # $1 = database, $2 = seconds; prints "tps transactions wal_bytes user_ticks system_ticks
+         # wal_syncs kind=cpu_seconds..."
+    local before out user0 sys0 user1 sys1 syncs0
     before=$(cluster_psql -At -c "SELECT pg_current_wal_insert_lsn()")
+    syncs0=$(wal_syncs)
+    read -r user0 sys0 < <(machine_cpu)
     out=$(cd "$WORK" && cluster_run python3 "$BENCH/lib/pgcpu.py" "$postmaster" -- \
         "$PG_BINDIR/pgbench" -n -M prepared -c "$CLIENTS" -j "$threads" -T "$2" \
         -D warehouses="$W" -D uniform=0 "${TPCC_MIX_ARGS[@]}" "$1" 2>&1)
+    read -r user1 sys1 < <(machine_cpu)
     echo "$(echo "$out" | grep -Eo 'tps = [0-9.]+' | head -n1 | awk '{print $3}')" \
         "$(echo "$out" | grep -Eo 'transactions actually processed: [0-9]+' | awk '{print $4}')" \
         "$(cluster_psql -At -c "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$before')::bigint")" \
+        $((user1 - user0)) $((sys1 - sys0)) $(( $(wal_syncs) - syncs0 )) \
         "$(echo "$out" | sed -n 's/^cpu: //p')"
 }
 for am in heap anker; do oltp "tpcc_$am" 10 >/dev/null; done   # warm-up
 
-declare -A sum xsum wsum breakdown cpu round_tps
+declare -A sum xsum wsum usersum syssum syncsum breakdown cpu round_tps
 ratios=()
 for r in $(seq 1 "$ROUNDS"); do
     order="heap anker"; [ $((r % 2)) = 0 ] && order="anker heap"
@@ -82,7 +91,7 @@ for r in $(seq 1 "$ROUNDS"); do
             perf_pid=$!
         fi
         started=$(date -u +%T)
-        read -r tps xacts wal usage < <(oltp "tpcc_$am" "$DURATION")
+        read -r tps xacts wal user sys syncs usage < <(oltp "tpcc_$am" "$DURATION")
         ended=$(date -u +%T)
         for pair in $usage; do
             cpu[$am.${pair%%=*}]=$(echo "${cpu[$am.${pair%%=*}]:-0} + ${pair#*=}" | bc -l)
@@ -100,6 +109,8 @@ for r in $(seq 1 "$ROUNDS"); do
         round_tps[$am]=$tps
         sum[$am]=$(echo "${sum[$am]:-0} + $tps" | bc -l)
         xsum[$am]=$(( ${xsum[$am]:-0} + xacts )); wsum[$am]=$(( ${wsum[$am]:-0} + wal ))
+        usersum[$am]=$(( ${usersum[$am]:-0} + user )); syssum[$am]=$(( ${syssum[$am]:-0} + sys ))
+        syncsum[$am]=$(( ${syncsum[$am]:-0} + syncs ))
     done
     ratios+=("$(echo "${round_tps[anker]} / ${round_tps[heap]}" | bc -l)")
 done
@@ -119,6 +130,14 @@ for am in heap anker; do
         line+=$(printf ' %s %.3f' "$key" "$(echo "${cpu[$am.$key]} * 1000 / ${xsum[$am]}" | bc -l)")
     done
     echo "CPU ms per transaction, $am:$line"
+done
+# The whole machine's CPU (all processes, pgbench's too) split into user and system time, and
+# the WAL flushes (pg_stat_wal.wal_sync) per transaction.
+tick_ms=$(echo "1000 / $(getconf CLK_TCK)" | bc -l)
+for am in heap anker; do
+    printf 'machine CPU ms per transaction, %s: user %.3f system %.3f; WAL flushes per transaction %.3f\n' "$am" \
+        "$(echo "${usersum[$am]} * $tick_ms / ${xsum[$am]}" | bc -l)" "$(echo "${syssum[$am]} * $tick_ms / ${xsum[$am]}" | bc -l)" \
+        "$(echo "${syncsum[$am]} / ${xsum[$am]}" | bc -l)"
 done
 for am in heap anker; do
     echo "WAL of the last $am round by record type (bytes, records and full-page image bytes per transaction):"
