@@ -59,7 +59,7 @@ cluster_psql -q -c CHECKPOINT -c "CREATE EXTENSION pg_walinspect"
 
 threads=$CLIENTS; [ "$threads" -gt "$(nproc)" ] && threads=$(nproc)
 postmaster=$(head -n1 "$CLUSTER_DATA/postmaster.pid")
-# the machine's user and system CPU time so far (clock ticks; pgbench's included)
+# the machine's user and system CPU time so far (clock ticks)
 machine_cpu() { awk '/^cpu / {print $2 + $3, $4}' /proc/stat; }
 wal_syncs() { cluster_psql -At -c "SELECT wal_sync FROM pg_stat_wal"; }
 oltp() { # $1 = database, $2 = seconds; prints "tps transactions wal_bytes user_ticks system_ticks
@@ -131,8 +131,9 @@ for am in heap anker; do
     done
     echo "CPU ms per transaction, $am:$line"
 done
-# The whole machine's CPU (all processes, pgbench's too) split into user and system time, and
-# the WAL flushes (pg_stat_wal.wal_sync) per transaction.
+# The whole machine's CPU (all processes: pgbench and pgcpu.py's sampling too, alike for both
+# engines) split into user and system time, and the WAL flushes (pg_stat_wal.wal_sync) per
+# transaction.
 tick_ms=$(echo "1000 / $(getconf CLK_TCK)" | bc -l)
 for am in heap anker; do
     printf 'machine CPU ms per transaction, %s: user %.3f system %.3f; WAL flushes per transaction %.3f\n' "$am" \
