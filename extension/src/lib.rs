@@ -54,6 +54,7 @@ pub extern "C-unwind" fn _PG_init() {
     storage::install_hooks();
     undo::install_hooks();
     snapshots::install_hooks();
+    tam::projection::install();
     scan_node::install();
     agg_node::install();
     analytics::install();

@@ -15,9 +15,11 @@ pub const SNAPSHOT_PAGES_SHARED: usize = 10;
 pub const CHAIN_WALKS_AVOIDED: usize = 11;
 /// Nanoseconds spent creating snapshots (divide by `SNAPSHOTS_CREATED`).
 pub const SNAPSHOT_CREATE_NS: usize = 12;
+/// Scans restricted to the columns their query reads.
+pub const COLUMN_RESTRICTED_SCANS: usize = 13;
 
 /// Names, in order, as shown by `anker.stats`.
-pub const NAMES: [(&str, usize); 13] = [
+pub const NAMES: [(&str, usize); 14] = [
     ("in_place_updates", IN_PLACE_UPDATES),
     ("new_row_id_updates", NEW_ROW_UPDATES),
     ("undo_records_pruned", UNDO_RECORDS_PRUNED),
@@ -31,4 +33,5 @@ pub const NAMES: [(&str, usize); 13] = [
     ("snapshot_create_ns", SNAPSHOT_CREATE_NS),
     ("cow_page_copies", COW_PAGE_COPIES),
     ("snapshot_pages_shared", SNAPSHOT_PAGES_SHARED),
+    ("column_restricted_scans", COLUMN_RESTRICTED_SCANS),
 ];

@@ -27,6 +27,15 @@ pub unsafe extern "C-unwind" fn index_fetch_begin(rel: pg_sys::Relation) -> *mut
     f as *mut pg_sys::IndexFetchTableData
 }
 
+/// Fill only the attributes flagged in `wanted` in the rows `data` fetches
+/// (see `projection`).
+///
+/// # Safety
+/// `data` was made by [`index_fetch_begin`].
+pub unsafe fn restrict_fetch(data: *mut pg_sys::IndexFetchTableData, wanted: &[bool]) {
+    (*(data as *mut IndexFetch)).reader.restrict(wanted);
+}
+
 /// (nothing to do, so no guard either)
 pub unsafe extern "C-unwind" fn index_fetch_reset(_data: *mut pg_sys::IndexFetchTableData) {}
 

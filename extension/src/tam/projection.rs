@@ -1,0 +1,206 @@
+//! Scans of a query fill only the columns the query reads.
+//!
+//! anker hands rows out in virtual slots, one column page per attribute
+//! filled; heap deforms a tuple only up to the last attribute asked for.
+//! PostgreSQL 15 tells a table AM nothing about the attributes a scan
+//! needs, so a Seq Scan of `district` (40 rows, 11 columns) filled all 440
+//! values to find one row by two of them. The executor's range table does
+//! say: `selectedCols` of a relation's entry holds every column the query
+//! reads from it (the parser marks each column reference there for column
+//! privileges; views, rules and SQL functions are parsed queries too), and
+//! `updatedCols` those an UPDATE assigns, which it also reads when it
+//! assigns an element or a field of one (`SET a[2] = 0`). After
+//! `standard_ExecutorStart` the Seq, Index and Bitmap Heap Scans of anker
+//! tables are restricted to those columns, once per execution and without
+//! walking expressions (a version that collected the columns of each
+//! node's expressions at every start cost more than it saved).
+//!
+//! Left unrestricted, because `selectedCols` may not name every column
+//! read: whole-row references (they need all columns anyway), relations
+//! with row-level security (policy quals are not marked), inheritance
+//! children and partitions scanned through a parent (the parent's policies
+//! apply to them, translated), parallel-aware scans (their descriptors are
+//! made later, in shared memory) and EXPLAIN without ANALYZE. Rows fetched
+//! by TID (ModifyTable's old row, triggers, EvalPlanQual, foreign-key and
+//! unique checks) use readers of their own and stay whole.
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+static mut PREV_EXECUTOR_START: pg_sys::ExecutorStart_hook_type = None;
+
+pub fn install() {
+    // SAFETY: called once from _PG_init in the postmaster.
+    unsafe {
+        PREV_EXECUTOR_START = pg_sys::ExecutorStart_hook;
+        pg_sys::ExecutorStart_hook = Some(executor_start);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags: std::ffi::c_int) {
+    match *(&raw const PREV_EXECUTOR_START) {
+        Some(prev) => prev(query, eflags),
+        None => pg_sys::standard_ExecutorStart(query, eflags),
+    }
+    if eflags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY as i32 != 0 || (*query).planstate.is_null() {
+        return;
+    }
+    let estate = (*query).estate;
+    let old = pg_sys::MemoryContextSwitchTo((*estate).es_query_cxt);
+    restrict_tree((*query).planstate, estate);
+    pg_sys::MemoryContextSwitchTo(old);
+}
+
+/// Restrict the scans of anker tables in the plan state tree under `node`.
+unsafe fn restrict_tree(node: *mut pg_sys::PlanState, estate: *mut pg_sys::EState) {
+    use pg_sys::NodeTag::*;
+    if node.is_null() {
+        return;
+    }
+    match (*node).type_ {
+        T_SeqScanState => {
+            let ss = node as *mut pg_sys::ScanState;
+            let rel = (*ss).ss_currentRelation;
+            if !(*(*node).plan).parallel_aware {
+                if let Some(wanted) = columns_read(estate, scanrelid(node), rel) {
+                    // The scan SeqNext would begin on its first call (with
+                    // table_beginscan's flags), begun now to restrict it.
+                    if (*ss).ss_currentScanDesc.is_null() {
+                        let flags = pg_sys::ScanOptions::SO_TYPE_SEQSCAN
+                            | pg_sys::ScanOptions::SO_ALLOW_STRAT
+                            | pg_sys::ScanOptions::SO_ALLOW_SYNC
+                            | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
+                        (*ss).ss_currentScanDesc = super::scan::scan_begin(
+                            rel,
+                            (*estate).es_snapshot,
+                            0,
+                            std::ptr::null_mut(),
+                            std::ptr::null_mut(),
+                            flags,
+                        );
+                    }
+                    super::scan::restrict_scan((*ss).ss_currentScanDesc, &wanted);
+                }
+            }
+        }
+        T_BitmapHeapScanState => {
+            let ss = node as *mut pg_sys::ScanState;
+            if !(*ss).ss_currentScanDesc.is_null() {
+                if let Some(wanted) = columns_read(estate, scanrelid(node), (*ss).ss_currentRelation) {
+                    super::scan::restrict_scan((*ss).ss_currentScanDesc, &wanted);
+                }
+            }
+        }
+        T_IndexScanState => {
+            let iss = node as *mut pg_sys::IndexScanState;
+            if !(*(*node).plan).parallel_aware {
+                if let Some(wanted) = columns_read(estate, scanrelid(node), (*iss).ss.ss_currentRelation) {
+                    // The scan IndexNext would begin on its first call,
+                    // begun (and keyed, if it can be yet) as it would be.
+                    if (*iss).iss_ScanDesc.is_null() {
+                        let desc = pg_sys::index_beginscan(
+                            (*iss).ss.ss_currentRelation,
+                            (*iss).iss_RelationDesc,
+                            (*estate).es_snapshot,
+                            (*iss).iss_NumScanKeys,
+                            (*iss).iss_NumOrderByKeys,
+                        );
+                        (*iss).iss_ScanDesc = desc;
+                        if (*iss).iss_NumRuntimeKeys == 0 || (*iss).iss_RuntimeKeysReady {
+                            pg_sys::index_rescan(
+                                desc,
+                                (*iss).iss_ScanKeys,
+                                (*iss).iss_NumScanKeys,
+                                (*iss).iss_OrderByKeys,
+                                (*iss).iss_NumOrderByKeys,
+                            );
+                        }
+                    }
+                    let fetch = (*(*iss).iss_ScanDesc).xs_heapfetch;
+                    if !fetch.is_null() {
+                        super::index::restrict_fetch(fetch, &wanted);
+                    }
+                }
+            }
+        }
+        T_AppendState => {
+            let a = node as *mut pg_sys::AppendState;
+            for i in 0..(*a).as_nplans.max(0) as usize {
+                restrict_tree(*(*a).appendplans.add(i), estate);
+            }
+        }
+        T_MergeAppendState => {
+            let m = node as *mut pg_sys::MergeAppendState;
+            for i in 0..(*m).ms_nplans.max(0) as usize {
+                restrict_tree(*(*m).mergeplans.add(i), estate);
+            }
+        }
+        T_SubqueryScanState => restrict_tree((*(node as *mut pg_sys::SubqueryScanState)).subplan, estate),
+        T_CustomScanState => {
+            for child in list_ptrs((*(node as *mut pg_sys::CustomScanState)).custom_ps) {
+                restrict_tree(child as *mut pg_sys::PlanState, estate);
+            }
+        }
+        _ => {}
+    }
+    restrict_tree((*node).lefttree, estate);
+    restrict_tree((*node).righttree, estate);
+    for list in [(*node).initPlan, (*node).subPlan] {
+        for sp in list_ptrs(list) {
+            restrict_tree((*(sp as *mut pg_sys::SubPlanState)).planstate, estate);
+        }
+    }
+}
+
+/// The pointers in a PostgreSQL `List` of pointers (none for NIL).
+unsafe fn list_ptrs(list: *mut pg_sys::List) -> impl Iterator<Item = *mut std::ffi::c_void> {
+    let (cells, n) = if list.is_null() { (std::ptr::null(), 0) } else { ((*list).elements as *const pg_sys::ListCell, (*list).length as usize) };
+    // SAFETY: a List's `elements` holds `length` cells.
+    (0..n).map(move |i| unsafe { (*cells.add(i)).ptr_value })
+}
+
+unsafe fn scanrelid(node: *mut pg_sys::PlanState) -> pg_sys::Index {
+    (*((*node).plan as *mut pg_sys::Scan)).scanrelid
+}
+
+/// One flag per attribute of `rel`: does the query read it? None when the
+/// scan must fill every column (see the module documentation) or reads
+/// them all anyway.
+unsafe fn columns_read(estate: *mut pg_sys::EState, rti: pg_sys::Index, rel: pg_sys::Relation) -> Option<Vec<bool>> {
+    if rel.is_null() || !super::is_anker(rel) || (*(*rel).rd_rel).relrowsecurity || rti == 0 {
+        return None;
+    }
+    let stmt = (*estate).es_plannedstmt;
+    if !stmt.is_null() && list_ptrs((*stmt).appendRelations).any(|a| (*(a as *mut pg_sys::AppendRelInfo)).child_relid == rti) {
+        return None;
+    }
+    let rte = pg_sys::exec_rt_fetch(rti, estate);
+    let natts = (*(*rel).rd_att).natts as usize;
+    let mut wanted = vec![false; natts];
+    // An UPDATE's assignment to an element or field (`SET a[2] = 0`,
+    // `SET r.f = 0`) reads the column's old value, but privileges make it
+    // an updated column, not a selected one.
+    for set in [(*rte).selectedCols, (*rte).updatedCols] {
+        if set.is_null() {
+            continue;
+        }
+        for (w, &word) in (*set).words.as_slice((*set).nwords as usize).iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let attno = w as i32 * 64 + bits.trailing_zeros() as i32 + pg_sys::FirstLowInvalidHeapAttributeNumber;
+                bits &= bits - 1;
+                match attno {
+                    0 => return None, // a whole-row reference
+                    a if a > 0 && a as usize <= natts => wanted[a as usize - 1] = true,
+                    _ => {} // system columns: always set
+                }
+            }
+        }
+    }
+    if wanted.iter().all(|&w| w) {
+        return None;
+    }
+    crate::shmem::arena().count(anker_engine::stats::COLUMN_RESTRICTED_SCANS, 1);
+    Some(wanted)
+}
