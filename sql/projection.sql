@@ -69,8 +69,8 @@ SELECT id, (SELECT max(note) FROM proj_heap q WHERE q.k = p.k) FROM proj_heap p 
 CREATE VIEW proj_v AS SELECT id, note FROM proj WHERE secret = 1;
 SELECT note FROM proj_v WHERE id < 12 ORDER BY id;
 
--- A cursor's scan begins when it is declared: a row the transaction
--- inserts afterwards stays invisible to it, as with heap.
+-- A cursor's scan begins at its first FETCH: a row the transaction
+-- inserted after DECLARE stays invisible to it, as with heap.
 BEGIN;
 SET LOCAL enable_indexscan = off;
 SET LOCAL enable_bitmapscan = off;

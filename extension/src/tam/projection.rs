@@ -13,7 +13,10 @@
 //! `standard_ExecutorStart` the Seq, Index and Bitmap Heap Scans of anker
 //! tables are restricted to those columns, once per execution and without
 //! walking expressions (a version that collected the columns of each
-//! node's expressions at every start cost more than it saved).
+//! node's expressions at every start cost more than it saved). Seq and
+//! Index Scans are begun where PostgreSQL begins them, on the node's first
+//! call (so a scan that never runs takes no predicate lock and counts no
+//! scan), through a wrapper of that call.
 //!
 //! Left unrestricted, because `selectedCols` may not name every column
 //! read: whole-row references (they need all columns anyway), relations
@@ -46,10 +49,7 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
     if eflags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY as i32 != 0 || (*query).planstate.is_null() {
         return;
     }
-    let estate = (*query).estate;
-    let old = pg_sys::MemoryContextSwitchTo((*estate).es_query_cxt);
-    restrict_tree((*query).planstate, estate);
-    pg_sys::MemoryContextSwitchTo(old);
+    restrict_tree((*query).planstate, (*query).estate);
 }
 
 /// Restrict the scans of anker tables in the plan state tree under `node`.
@@ -59,68 +59,20 @@ unsafe fn restrict_tree(node: *mut pg_sys::PlanState, estate: *mut pg_sys::EStat
         return;
     }
     match (*node).type_ {
-        T_SeqScanState => {
-            let ss = node as *mut pg_sys::ScanState;
-            let rel = (*ss).ss_currentRelation;
-            if !(*(*node).plan).parallel_aware {
-                if let Some(wanted) = columns_read(estate, scanrelid(node), rel) {
-                    // The scan SeqNext would begin on its first call (with
-                    // table_beginscan's flags), begun now to restrict it.
-                    if (*ss).ss_currentScanDesc.is_null() {
-                        let flags = pg_sys::ScanOptions::SO_TYPE_SEQSCAN
-                            | pg_sys::ScanOptions::SO_ALLOW_STRAT
-                            | pg_sys::ScanOptions::SO_ALLOW_SYNC
-                            | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
-                        (*ss).ss_currentScanDesc = super::scan::scan_begin(
-                            rel,
-                            (*estate).es_snapshot,
-                            0,
-                            std::ptr::null_mut(),
-                            std::ptr::null_mut(),
-                            flags,
-                        );
-                    }
-                    super::scan::restrict_scan((*ss).ss_currentScanDesc, &wanted);
-                }
+        // PostgreSQL begins these on the node's first call: restrict them
+        // there.
+        T_SeqScanState | T_IndexScanState => {
+            let rel = (*(node as *mut pg_sys::ScanState)).ss_currentRelation;
+            if !(*(*node).plan).parallel_aware && !rel.is_null() && super::is_anker(rel) {
+                wrap_first_call(node);
             }
         }
+        // (begun by ExecInitBitmapHeapScan)
         T_BitmapHeapScanState => {
             let ss = node as *mut pg_sys::ScanState;
             if !(*ss).ss_currentScanDesc.is_null() {
                 if let Some(wanted) = columns_read(estate, scanrelid(node), (*ss).ss_currentRelation) {
                     super::scan::restrict_scan((*ss).ss_currentScanDesc, &wanted);
-                }
-            }
-        }
-        T_IndexScanState => {
-            let iss = node as *mut pg_sys::IndexScanState;
-            if !(*(*node).plan).parallel_aware {
-                if let Some(wanted) = columns_read(estate, scanrelid(node), (*iss).ss.ss_currentRelation) {
-                    // The scan IndexNext would begin on its first call,
-                    // begun (and keyed, if it can be yet) as it would be.
-                    if (*iss).iss_ScanDesc.is_null() {
-                        let desc = pg_sys::index_beginscan(
-                            (*iss).ss.ss_currentRelation,
-                            (*iss).iss_RelationDesc,
-                            (*estate).es_snapshot,
-                            (*iss).iss_NumScanKeys,
-                            (*iss).iss_NumOrderByKeys,
-                        );
-                        (*iss).iss_ScanDesc = desc;
-                        if (*iss).iss_NumRuntimeKeys == 0 || (*iss).iss_RuntimeKeysReady {
-                            pg_sys::index_rescan(
-                                desc,
-                                (*iss).iss_ScanKeys,
-                                (*iss).iss_NumScanKeys,
-                                (*iss).iss_OrderByKeys,
-                                (*iss).iss_NumOrderByKeys,
-                            );
-                        }
-                    }
-                    let fetch = (*(*iss).iss_ScanDesc).xs_heapfetch;
-                    if !fetch.is_null() {
-                        super::index::restrict_fetch(fetch, &wanted);
-                    }
                 }
             }
         }
@@ -151,6 +103,79 @@ unsafe fn restrict_tree(node: *mut pg_sys::PlanState, estate: *mut pg_sys::EStat
             restrict_tree((*(sp as *mut pg_sys::SubPlanState)).planstate, estate);
         }
     }
+}
+
+/// What `ExecInitNode` leaves in every node's `ExecProcNode`: PostgreSQL's
+/// `ExecProcNodeFirst` (static, so learnt from the first node seen).
+static mut EXEC_PROC_NODE_FIRST: pg_sys::ExecProcNodeMtd = None;
+
+/// Have the node's first call go through [`first_call`]. Left alone if
+/// something other than `ExecProcNodeFirst` sits there.
+unsafe fn wrap_first_call(node: *mut pg_sys::PlanState) {
+    let current = (*node).ExecProcNode;
+    let first = &mut *(&raw mut EXEC_PROC_NODE_FIRST);
+    if first.is_none() {
+        *first = current;
+    }
+    if current.is_some() && current.map(|f| f as usize) == first.map(|f| f as usize) {
+        (*node).ExecProcNode = Some(first_call);
+    }
+}
+
+/// A Seq or Index Scan's first call: begin its scan restricted to the
+/// query's columns, then run the node as PostgreSQL would have. No Rust
+/// value lives in this frame: an error in the node (a qual's, say) passes
+/// through it by `longjmp`, as PostgreSQL raised it (see `pg_raw`).
+unsafe extern "C-unwind" fn first_call(node: *mut pg_sys::PlanState) -> *mut pg_sys::TupleTableSlot {
+    begin_restricted(node);
+    (*node).ExecProcNode = *(&raw const EXEC_PROC_NODE_FIRST);
+    (*node).ExecProcNode.expect("ExecProcNodeFirst")(node)
+}
+
+/// Begin the scan of a Seq or Index Scan node (before its first row, as
+/// SeqNext and IndexNext would) restricted to the columns its query reads.
+#[pg_guard]
+unsafe extern "C-unwind" fn begin_restricted(node: *mut pg_sys::PlanState) {
+    let estate = (*node).state;
+    let ss = node as *mut pg_sys::ScanState;
+    let rel = (*ss).ss_currentRelation;
+    let Some(wanted) = columns_read(estate, scanrelid(node), rel) else {
+        return;
+    };
+    let old = pg_sys::MemoryContextSwitchTo((*estate).es_query_cxt);
+    if (*node).type_ == pg_sys::NodeTag::T_SeqScanState {
+        if (*ss).ss_currentScanDesc.is_null() {
+            // table_beginscan's flags
+            let flags = pg_sys::ScanOptions::SO_TYPE_SEQSCAN
+                | pg_sys::ScanOptions::SO_ALLOW_STRAT
+                | pg_sys::ScanOptions::SO_ALLOW_SYNC
+                | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
+            (*ss).ss_currentScanDesc =
+                super::scan::scan_begin(rel, (*estate).es_snapshot, 0, std::ptr::null_mut(), std::ptr::null_mut(), flags);
+        }
+        super::scan::restrict_scan((*ss).ss_currentScanDesc, &wanted);
+    } else {
+        let iss = node as *mut pg_sys::IndexScanState;
+        if (*iss).iss_ScanDesc.is_null() {
+            // as IndexNext: keyed now unless run-time keys are still to come
+            let desc = pg_sys::index_beginscan(
+                rel,
+                (*iss).iss_RelationDesc,
+                (*estate).es_snapshot,
+                (*iss).iss_NumScanKeys,
+                (*iss).iss_NumOrderByKeys,
+            );
+            (*iss).iss_ScanDesc = desc;
+            if (*iss).iss_NumRuntimeKeys == 0 || (*iss).iss_RuntimeKeysReady {
+                pg_sys::index_rescan(desc, (*iss).iss_ScanKeys, (*iss).iss_NumScanKeys, (*iss).iss_OrderByKeys, (*iss).iss_NumOrderByKeys);
+            }
+        }
+        let fetch = (*(*iss).iss_ScanDesc).xs_heapfetch;
+        if !fetch.is_null() {
+            super::index::restrict_fetch(fetch, &wanted);
+        }
+    }
+    pg_sys::MemoryContextSwitchTo(old);
 }
 
 /// The pointers in a PostgreSQL `List` of pointers (none for NIL).
