@@ -24,6 +24,27 @@ pub mod scan;
 pub mod slot;
 mod vacuum;
 
+/// The attribute numbers in an attribute bitmap (members offset by
+/// `FirstLowInvalidHeapAttributeNumber`, as in the relcache's index
+/// bitmaps and a range table entry's column sets): 0 for a whole-row
+/// reference, negative for system columns. None for an empty set (NULL).
+///
+/// # Safety
+/// `b` is NULL or a valid Bitmapset that outlives the iterator.
+pub unsafe fn bitmap_attnos<'a>(b: *const pg_sys::Bitmapset) -> impl Iterator<Item = i32> + 'a {
+    let words: &[u64] = if b.is_null() { &[] } else { (*b).words.as_slice((*b).nwords as usize) };
+    words.iter().enumerate().flat_map(|(w, &word)| {
+        let mut bits = word;
+        std::iter::from_fn(move || {
+            (bits != 0).then(|| {
+                let member = w as i32 * 64 + bits.trailing_zeros() as i32;
+                bits &= bits - 1;
+                member + pg_sys::FirstLowInvalidHeapAttributeNumber
+            })
+        })
+    })
+}
+
 /// Rows per TID block; at most MaxHeapTuplesPerPage (291 for 8 kB blocks).
 pub const ROWS_PER_BLOCK: u64 = 256;
 

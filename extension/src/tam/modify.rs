@@ -769,19 +769,10 @@ impl Columns {
     /// `FirstLowInvalidHeapAttributeNumber`; system columns are dropped).
     unsafe fn from_bitmap(b: *const pg_sys::Bitmapset) -> Columns {
         let mut set = Columns([0; COLUMN_WORDS]);
-        if b.is_null() {
-            return set;
-        }
-        for (w, &word) in (*b).words.as_slice((*b).nwords as usize).iter().enumerate() {
-            let mut bits = word;
-            while bits != 0 {
-                let member = w as i32 * 64 + bits.trailing_zeros() as i32;
-                bits &= bits - 1;
-                let attno = member + pg_sys::FirstLowInvalidHeapAttributeNumber;
-                if attno > 0 && (attno as usize) <= COLUMN_WORDS * 64 {
-                    let i = attno as usize - 1;
-                    set.0[i / 64] |= 1 << (i % 64);
-                }
+        for attno in super::bitmap_attnos(b) {
+            if attno > 0 && (attno as usize) <= COLUMN_WORDS * 64 {
+                let i = attno as usize - 1;
+                set.0[i / 64] |= 1 << (i % 64);
             }
         }
         set

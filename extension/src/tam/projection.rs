@@ -27,6 +27,7 @@
 //! by TID (ModifyTable's old row, triggers, EvalPlanQual, foreign-key and
 //! unique checks) use readers of their own and stay whole.
 
+use crate::scan_node::list_cells;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -90,8 +91,8 @@ unsafe fn restrict_tree(node: *mut pg_sys::PlanState, estate: *mut pg_sys::EStat
         }
         T_SubqueryScanState => restrict_tree((*(node as *mut pg_sys::SubqueryScanState)).subplan, estate),
         T_CustomScanState => {
-            for child in list_ptrs((*(node as *mut pg_sys::CustomScanState)).custom_ps) {
-                restrict_tree(child as *mut pg_sys::PlanState, estate);
+            for child in list_cells((*(node as *mut pg_sys::CustomScanState)).custom_ps) {
+                restrict_tree(child.ptr_value as *mut pg_sys::PlanState, estate);
             }
         }
         _ => {}
@@ -99,8 +100,8 @@ unsafe fn restrict_tree(node: *mut pg_sys::PlanState, estate: *mut pg_sys::EStat
     restrict_tree((*node).lefttree, estate);
     restrict_tree((*node).righttree, estate);
     for list in [(*node).initPlan, (*node).subPlan] {
-        for sp in list_ptrs(list) {
-            restrict_tree((*(sp as *mut pg_sys::SubPlanState)).planstate, estate);
+        for sp in list_cells(list) {
+            restrict_tree((*(sp.ptr_value as *mut pg_sys::SubPlanState)).planstate, estate);
         }
     }
 }
@@ -178,13 +179,6 @@ unsafe extern "C-unwind" fn begin_restricted(node: *mut pg_sys::PlanState) {
     pg_sys::MemoryContextSwitchTo(old);
 }
 
-/// The pointers in a PostgreSQL `List` of pointers (none for NIL).
-unsafe fn list_ptrs(list: *mut pg_sys::List) -> impl Iterator<Item = *mut std::ffi::c_void> {
-    let (cells, n) = if list.is_null() { (std::ptr::null(), 0) } else { ((*list).elements as *const pg_sys::ListCell, (*list).length as usize) };
-    // SAFETY: a List's `elements` holds `length` cells.
-    (0..n).map(move |i| unsafe { (*cells.add(i)).ptr_value })
-}
-
 unsafe fn scanrelid(node: *mut pg_sys::PlanState) -> pg_sys::Index {
     (*((*node).plan as *mut pg_sys::Scan)).scanrelid
 }
@@ -197,7 +191,7 @@ unsafe fn columns_read(estate: *mut pg_sys::EState, rti: pg_sys::Index, rel: pg_
         return None;
     }
     let stmt = (*estate).es_plannedstmt;
-    if !stmt.is_null() && list_ptrs((*stmt).appendRelations).any(|a| (*(a as *mut pg_sys::AppendRelInfo)).child_relid == rti) {
+    if !stmt.is_null() && list_cells((*stmt).appendRelations).iter().any(|a| (*(a.ptr_value as *mut pg_sys::AppendRelInfo)).child_relid == rti) {
         return None;
     }
     let rte = pg_sys::exec_rt_fetch(rti, estate);
@@ -207,19 +201,11 @@ unsafe fn columns_read(estate: *mut pg_sys::EState, rti: pg_sys::Index, rel: pg_
     // `SET r.f = 0`) reads the column's old value, but privileges make it
     // an updated column, not a selected one.
     for set in [(*rte).selectedCols, (*rte).updatedCols] {
-        if set.is_null() {
-            continue;
-        }
-        for (w, &word) in (*set).words.as_slice((*set).nwords as usize).iter().enumerate() {
-            let mut bits = word;
-            while bits != 0 {
-                let attno = w as i32 * 64 + bits.trailing_zeros() as i32 + pg_sys::FirstLowInvalidHeapAttributeNumber;
-                bits &= bits - 1;
-                match attno {
-                    0 => return None, // a whole-row reference
-                    a if a > 0 && a as usize <= natts => wanted[a as usize - 1] = true,
-                    _ => {} // system columns: always set
-                }
+        for attno in super::bitmap_attnos(set) {
+            match attno {
+                0 => return None, // a whole-row reference
+                a if a > 0 && a as usize <= natts => wanted[a as usize - 1] = true,
+                _ => {} // system columns: always set
             }
         }
     }
