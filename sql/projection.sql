@@ -80,6 +80,23 @@ FETCH ALL FROM c;
 COMMIT;
 DELETE FROM proj WHERE id = 1000;
 
+-- Scans begin on their node's first call, as with heap: the inner side of a
+-- nested loop whose outer side is empty counts no scan; a scan that runs
+-- counts one.
+BEGIN;
+SET LOCAL enable_hashjoin = off;
+SET LOCAL enable_mergejoin = off;
+SET LOCAL enable_indexscan = off;
+SET LOCAL enable_bitmapscan = off;
+SET LOCAL enable_material = off;
+EXPLAIN (COSTS OFF) SELECT p.note FROM proj_heap h JOIN proj p ON p.k = h.k WHERE h.id < 0;
+SELECT pg_stat_get_xact_numscans('proj'::regclass) AS scans0 \gset
+SELECT p.note FROM proj_heap h JOIN proj p ON p.k = h.k WHERE h.id < 0;
+SELECT pg_stat_get_xact_numscans('proj'::regclass) - :scans0 AS scans_of_idle_inner;
+SELECT count(note) FROM proj WHERE k = 3;
+SELECT pg_stat_get_xact_numscans('proj'::regclass) - :scans0 AS scans_after_one_run;
+COMMIT;
+
 -- A column added with a default reads as the default where not stored.
 ALTER TABLE proj ADD COLUMN extra int DEFAULT 42;
 SELECT id, extra FROM proj WHERE id IN (1, 2) ORDER BY id;
