@@ -18,7 +18,7 @@ cd "$ROOT"
 PG_BINDIR=/usr/lib/postgresql/15/bin
 PGXS_TEST=/usr/lib/postgresql/15/lib/pgxs/src/test
 # (vm_snapshot runs in the QEMU guest of kernel-patch/run-tests.sh, on a kernel that has it)
-REGRESS_TESTS=(setup types basic scan_node agg_node olap dml differential mvcc snapshots errors rewrites compat logical_decoding projection)
+REGRESS_TESTS=(setup types basic scan_node agg_node olap dml differential mvcc snapshots errors rewrites compat logical_decoding projection assigned)
 # ANKER_REGRESS="setup rewrites" runs a subset.
 [ -n "${ANKER_REGRESS:-}" ] && read -ra REGRESS_TESTS <<< "$ANKER_REGRESS"
 PASSED=0

@@ -55,6 +55,7 @@ pub extern "C-unwind" fn _PG_init() {
     undo::install_hooks();
     snapshots::install_hooks();
     tam::projection::install();
+    tam::assigned::install();
     scan_node::install();
     agg_node::install();
     analytics::install();

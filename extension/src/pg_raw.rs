@@ -143,3 +143,55 @@ pub unsafe fn rethrowing<T>(body: impl FnOnce() -> T) -> T {
         },
     }
 }
+
+unsafe extern "C-unwind" {
+    #[link_name = "standard_ExecutorRun"]
+    fn standard_executor_run_unconverted(
+        query: *mut pg_sys::QueryDesc,
+        direction: pg_sys::ScanDirection::Type,
+        count: u64,
+        execute_once: bool,
+    );
+    #[link_name = "standard_ExecutorFinish"]
+    fn standard_executor_finish_unconverted(query: *mut pg_sys::QueryDesc);
+    #[link_name = "pg_re_throw"]
+    fn re_throw_unconverted() -> !;
+}
+
+/// `standard_ExecutorRun`: runs the query's plan, and all user code in it.
+pub unsafe fn standard_executor_run(
+    query: *mut pg_sys::QueryDesc,
+    direction: pg_sys::ScanDirection::Type,
+    count: u64,
+    execute_once: bool,
+) {
+    standard_executor_run_unconverted(query, direction, count, execute_once)
+}
+
+/// `standard_ExecutorFinish`: runs what the plan left, and AFTER triggers.
+pub unsafe fn standard_executor_finish(query: *mut pg_sys::QueryDesc) {
+    standard_executor_finish_unconverted(query)
+}
+
+/// `PG_TRY { run } PG_FINALLY { finally } PG_END_TRY`: `finally` runs
+/// however `run` ends, then an ERROR goes on as PostgreSQL raised it.
+///
+/// # Safety
+/// `run` makes calls into PostgreSQL through this module or raw function
+/// pointers only (a pgrx-guarded call would turn an ERROR into a panic),
+/// and holds nothing that needs dropping: an ERROR leaves it by `longjmp`.
+pub unsafe fn try_finally(run: impl FnOnce(), finally: impl FnOnce()) {
+    let saved_exception_stack = pg_sys::PG_exception_stack;
+    let saved_context_stack = pg_sys::error_context_stack;
+    let jumped = cee_scape::call_with_sigsetjmp(false, |jump_buffer| {
+        pg_sys::PG_exception_stack = jump_buffer as *const cee_scape::SigJmpBufFields as *mut pg_sys::sigjmp_buf;
+        run();
+        0
+    });
+    pg_sys::PG_exception_stack = saved_exception_stack;
+    pg_sys::error_context_stack = saved_context_stack;
+    finally();
+    if jumped != 0 {
+        re_throw_unconverted();
+    }
+}

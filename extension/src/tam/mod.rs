@@ -19,6 +19,7 @@ use crate::sql::assert_preloaded;
 pub mod ddl;
 mod index;
 pub mod modify;
+pub mod assigned;
 pub mod projection;
 pub mod scan;
 pub mod slot;

@@ -762,20 +762,31 @@ const COLUMN_WORDS: usize = (pg_sys::MaxHeapAttributeNumber as usize).div_ceil(6
 /// A set of columns (0-based attribute numbers). UPDATE tests every
 /// changed column against the relation's indexed columns; a copy of the
 /// relcache's bitmap answers with a shift instead of a guarded call.
-struct Columns([u64; COLUMN_WORDS]);
+#[derive(Default)]
+pub(super) struct Columns([u64; COLUMN_WORDS]);
 
 impl Columns {
     /// The user columns of a relcache attribute bitmap (members offset by
     /// `FirstLowInvalidHeapAttributeNumber`; system columns are dropped).
     unsafe fn from_bitmap(b: *const pg_sys::Bitmapset) -> Columns {
-        let mut set = Columns([0; COLUMN_WORDS]);
+        let mut set = Columns::default();
+        set.add_bitmap(b);
+        set
+    }
+
+    /// Adds the user columns of an attribute bitmap, as `from_bitmap`.
+    pub(super) unsafe fn add_bitmap(&mut self, b: *const pg_sys::Bitmapset) {
         for attno in super::bitmap_attnos(b) {
-            if attno > 0 && (attno as usize) <= COLUMN_WORDS * 64 {
-                let i = attno as usize - 1;
-                set.0[i / 64] |= 1 << (i % 64);
+            if attno > 0 {
+                self.add(attno as usize - 1);
             }
         }
-        set
+    }
+
+    pub(super) fn add(&mut self, i: usize) {
+        if i < COLUMN_WORDS * 64 {
+            self.0[i / 64] |= 1 << (i % 64);
+        }
     }
 
     fn contains(&self, i: usize) -> bool {
@@ -814,16 +825,34 @@ unsafe fn indexed_columns(rel: pg_sys::Relation) -> (Columns, Columns) {
     (Columns::from_bitmap((*rel).rd_indexattr), Columns::from_bitmap((*rel).rd_keyattr))
 }
 
+/// Can column `i` of the new row differ from the stored one? Not when the
+/// statement does not assign it (`assigned`, see `assigned.rs`) and the
+/// table has the column.
+fn may_change(table: &Table, assigned: &Option<Columns>, i: usize) -> bool {
+    assigned.as_ref().is_none_or(|a| a.contains(i)) || i >= table.ncols()
+}
+
 /// Does the update change any column in `cols`?
-unsafe fn changes_any(table: &Table, row: u64, new: &[Value], cols: &Columns) -> bool {
-    cols.iter().any(|i| i >= new.len() || column_changed(table, row, i, &new[i]))
+unsafe fn changes_any(table: &Table, row: u64, new: &[Value], cols: &Columns, assigned: &Option<Columns>) -> bool {
+    cols.iter().any(|i| i >= new.len() || (may_change(table, assigned, i) && column_changed(table, row, i, &new[i])))
 }
 
 /// Columns whose stored value differs from the new one (0-based), with the
 /// new values, in `out`.
-unsafe fn changed_columns<'a>(table: &Table, row: u64, new: &[Value<'a>], out: &mut Vec<(usize, Value<'a>)>) {
+unsafe fn changed_columns<'a>(
+    table: &Table,
+    row: u64,
+    new: &[Value<'a>],
+    assigned: &Option<Columns>,
+    out: &mut Vec<(usize, Value<'a>)>,
+) {
     out.clear();
-    out.extend(new.iter().enumerate().filter(|(i, v)| column_changed(table, row, *i, v)).map(|(i, v)| (i, *v)));
+    out.extend(
+        new.iter()
+            .enumerate()
+            .filter(|(i, v)| may_change(table, assigned, *i) && column_changed(table, row, *i, v))
+            .map(|(i, v)| (i, *v)),
+    );
 }
 
 /// Encoders writes reuse, kept per backend: encoding a row then allocates
@@ -895,6 +924,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
     // An update that changes a key column (of a unique index usable by
     // foreign keys) locks like DELETE; others let KEY SHARE lockers be.
     let (indexed, key_cols) = indexed_columns(rel);
+    let assigned = super::assigned::columns(rel);
     // AFTER ROW UPDATE triggers fetch the old row by TID when they fire,
     // after the update: it must still be there, so such tables (which
     // includes foreign-key tables) keep the new-row-id path.
@@ -907,7 +937,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
     let logical = durable::logical::wanted(rel);
     let mut old_key;
     loop {
-        let mode = if changes_any(table, row, &new_values, &key_cols) { LockTupleExclusive } else { LockTupleNoKeyExclusive };
+        let mode = if changes_any(table, row, &new_values, &key_cols, &assigned) { LockTupleExclusive } else { LockTupleNoKeyExclusive };
         *lockmode = mode;
         let h = match claim(rel, table, row, cid, mode, pg_sys::XLTW_Oper::XLTW_Update, snapshot, crosscheck, wait, tmfd, "update", &mut tuple_lock) {
             Ok(h) => h,
@@ -915,7 +945,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
         };
         // One comparison per column, now that the row is ours.
         // (columns beyond the attributes stay as they are)
-        changed_columns(table, row, &new_values[..natts], &mut changes);
+        changed_columns(table, row, &new_values[..natts], &assigned, &mut changes);
         old_key = if logical {
             durable::logical::old_identity(rel, table, row, Some(&|i| changes.iter().any(|&(c, _)| c == i)))
         } else {
