@@ -150,6 +150,18 @@ const ST_WARM: u8 = 5;
 /// rate. 64 MiB at most.
 const WARM_PAGES: usize = 1024;
 
+/// Bytes per reader slot: each process's epoch word on cache lines of its
+/// own (two, for the adjacent-line prefetcher). Packed 8 bytes apart, the
+/// slots of concurrent backends shared a line, and every row a reader
+/// entered moved that line between their cores.
+const READER_SLOT_BYTES: usize = 128;
+
+/// Where the reader slots start: after the header, on a slot boundary, off
+/// the lines of header words that processes write.
+fn reader_slots_off() -> u64 {
+    std::mem::size_of::<Header>().next_multiple_of(READER_SLOT_BYTES) as u64
+}
+
 /// The event counters, on cache lines of their own: every process writes
 /// them, and the epoch words before them are read for every row a reader
 /// enters.
@@ -805,7 +817,6 @@ impl Arena {
 
     // ---- epoch-based reclamation -----------------------------------------
 
-
     fn reader_slot(&self, slot: u32) -> &AtomicU64 {
         let h = self.header();
         assert!(slot < h.n_reader_slots, "reader slot {slot} out of range");
@@ -1097,6 +1108,34 @@ mod tests {
     }
 
     #[test]
+    fn reader_slots_have_lines_of_their_own() {
+        // Enough slots that they span header pages; the page metadata and
+        // data pages after them must not overlap the last one.
+        let a = Arena::create_private(64 << 20).unwrap();
+        let n = 300;
+        a.format(n).unwrap();
+        let addr = |s: u32| a.reader_slot(s) as *const AtomicU64 as usize;
+        let counters = &a.header().counters as *const Counters as usize;
+        assert!(addr(0) >= counters + std::mem::size_of::<Counters>());
+        assert_eq!(addr(1) - addr(0), READER_SLOT_BYTES);
+        assert_eq!((addr(0) - a.base as usize) % READER_SLOT_BYTES, 0);
+        assert_eq!(std::mem::offset_of!(Header, counters) % 128, 0);
+        a.epoch_enter(n - 1);
+        let e = a.oldest_reader_epoch();
+        let owner = PageOwner::new();
+        let mut offs = vec![];
+        for _ in 0..64 {
+            offs.push(a.alloc_pages(&owner, 1).unwrap());
+        }
+        assert_eq!(a.oldest_reader_epoch(), e);
+        for o in offs {
+            a.free_pages(&owner, o);
+        }
+        a.epoch_exit(n - 1);
+        assert_eq!(a.oldest_reader_epoch(), u64::MAX);
+    }
+
+    #[test]
     fn pages_round_trip_and_coalesce() {
         let a = arena(64);
         let owner = PageOwner::new();
@@ -1226,16 +1265,4 @@ mod tests {
             prop_assert_eq!(h.live_bytes(), 0);
         }
     }
-}
-
-/// Bytes per reader slot: each process's epoch word on cache lines of its
-/// own (two, for the adjacent-line prefetcher). Packed 8 bytes apart, the
-/// slots of concurrent backends shared a line, and every row a reader
-/// entered moved that line between their cores.
-const READER_SLOT_BYTES: usize = 128;
-
-/// Where the reader slots start: after the header, on a slot boundary (the
-/// header's last words are event counters every process writes).
-fn reader_slots_off() -> u64 {
-    std::mem::size_of::<Header>().next_multiple_of(READER_SLOT_BYTES) as u64
 }

@@ -16,12 +16,12 @@
 //! running in this backend are kept on a stack (pushed around ExecutorRun
 //! and ExecutorFinish, the two places ModifyTable nodes and AFTER triggers
 //! run, popped on the way out, errors included, as `PG_FINALLY` would), and
-//! the union over those
-//! that have `rel` among their result relations is used: the caller is one
-//! of them, so the union holds every column it assigns. No answer (every
-//! column is compared) when none has, when BEFORE ROW UPDATE triggers may
-//! change any column, or in a logical replication worker (it updates
-//! without an executor, while its triggers may run statements).
+//! the union over those that have `rel` among their result relations is
+//! used: the caller is one of them, so the union holds every column it
+//! assigns. No answer (every column is compared) when none has, when
+//! BEFORE ROW UPDATE triggers may change any column, or in a logical
+//! replication worker (it updates without an executor, while its triggers
+//! may run statements).
 
 use crate::scan_node::list_cells;
 use pgrx::pg_sys;

@@ -16,10 +16,10 @@ use pgrx::prelude::*;
 #[allow(unused_imports)]
 use crate::sql::assert_preloaded;
 
+pub mod assigned;
 pub mod ddl;
 mod index;
 pub mod modify;
-pub mod assigned;
 pub mod projection;
 pub mod scan;
 pub mod slot;
