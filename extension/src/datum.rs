@@ -231,20 +231,10 @@ pub unsafe fn to_datum_buffered(att: &pg_sys::FormData_pg_attribute, v: ValueRef
             // Handed out in place, and read by PostgreSQL only once the
             // row's other columns are filled: start loading it now, so that
             // the cache misses of a row's blobs overlap.
-            prefetch(p);
+            anker_engine::table::prefetch(p);
             Some(pg_sys::Datum::from(p as usize))
         }
     }
-}
-
-/// A hint to load the cache line at `p`; it never faults.
-#[inline]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
-    };
 }
 
 /// Turn a value from memory that cannot change while the datum is in use

@@ -86,7 +86,7 @@ pub enum Value<'a> {
 /// Ask the CPU to start loading the cache line at `p` (no effect on
 /// other targets).
 #[inline(always)]
-fn prefetch(p: *const u8) {
+pub fn prefetch(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is a hint; it never faults, whatever the address.
     unsafe {

@@ -51,6 +51,12 @@ pub fn install() {
 /// # Safety
 /// As `pg_raw::try_finally`.
 unsafe fn while_running(estate: *mut pg_sys::EState, run: impl FnOnce()) {
+    // A statement that writes no table (most of them: plain queries) opens
+    // no result relation, before or while it runs: `columns` would pass it
+    // by, so it is not pushed.
+    if (*estate).es_opened_result_relations.is_null() {
+        return run();
+    }
     // SAFETY (of the stack): backends are single-threaded, and executors
     // nest, so the one pushed here is the last when `run` ends.
     (*(&raw mut RUNNING)).push(estate);
