@@ -33,7 +33,7 @@ pub type Off = u64;
 pub const NULL_OFF: Off = 0;
 
 const MAGIC: u64 = 0x616e_6b65_7241_524e; // "ankerARN"
-const LAYOUT_VERSION: u32 = 3;
+const LAYOUT_VERSION: u32 = 2;
 const NIL: u32 = u32::MAX;
 
 /// Why an allocation failed.
@@ -953,12 +953,6 @@ impl Heap {
             let o = m.free_head;
             // SAFETY: free objects store the offset of the next free object.
             m.free_head = unsafe { *(arena.ptr::<u32>(page_off + o as u64)) };
-            // Freed objects are cold (undo records are freed long after
-            // their update): reading the next one's link was half of this
-            // function's time. Fetch it now, for the next allocation.
-            if m.free_head != NIL {
-                crate::table::prefetch(arena.ptr::<u8>(page_off + m.free_head as u64));
-            }
             o
         } else {
             let o = m.bump;

@@ -401,13 +401,8 @@ pub struct Column {
     /// integer of the column's width (an empty range, `lo > hi`, until the first).
     /// They only widen: every version a snapshot can see lies within them, which makes
     /// them statistics a query optimizer may rely on ([`Column::bounds`]).
-    /// Writes of rising values (order ids, year-to-date sums) widen them,
-    /// so they sit on lines of their own, away from what readers use here
-    /// and from the next object of the heap page.
-    _apart: [u8; 128],
     lo: AtomicI64,
     hi: AtomicI64,
-    _apart_after: [u8; 128],
 }
 
 /// Where a column added after the table was created stands. ALTER TABLE ADD
@@ -525,43 +520,41 @@ pub(crate) enum RetiredKind {
     UndoRec = 2,
 }
 
-/// The header of a table, on a page of its own. Fields are grouped by who
-/// writes them: the first group is read by every access and written only by
-/// DDL, snapshots and the log's rare moves; each group after a
-/// [`LineBreak`] is written by row writes (an atomic add, a lock word) and
-/// sits on cache lines of its own. Packed together, every write by one
-/// backend made the next read of the table by another miss its cache on the
-/// lines it needs to find a row (column offsets, the schema generation, the
-/// page tables' shifts).
 #[repr(C)]
 pub struct Table {
-    // ---- read by every access
     pub key: TableKey,
+    /// Writers of rows hold it shared; snapshot creation holds it exclusively.
+    pub latch: RwLatch,
+    pub(crate) retire_lock: SpinLock,
+    /// Serialises changes of the column set.
+    pub schema_lock: SpinLock,
+    /// All memory of the table except its header page.
+    pub heap: Heap,
+    /// Row ids handed out so far.
+    pub(crate) nrows: AtomicU64,
+    /// Vacant row ids ready for reuse: a stack of [`FreeChunk`]s.
+    free_lock: SpinLock,
+    free_head: AtomicU64,
+    free_count: AtomicU64,
     pub(crate) ncols: AtomicU32,
     /// Incremented whenever a column is added or replaced.
     schema_gen: AtomicU32,
-    /// `[AtomicU64; MAX_COLUMNS]`: offsets of the [`Column`]s.
-    pub(crate) cols: Off,
-    /// Incremented whenever a page is replaced by copy-on-write; readers
-    /// that cache page pointers revalidate against it.
-    pub(crate) cow_gen: AtomicU64,
-    /// Incremented by every snapshot of this table.
-    pub snap_epoch: AtomicU32,
-    /// Serialises changes of the column set.
-    pub schema_lock: SpinLock,
-    /// Durability (kept by the PostgreSQL boundary): the last block of the
-    /// on-disk change log (`u32::MAX`: not known yet), whether that log is
-    /// WAL-logged (1) or unlogged (0), and whether the table is being
-    /// loaded from disk (others wait).
+    /// Durability (kept by the PostgreSQL boundary): sequence number of the
+    /// last change logged or replayed, the last block of the on-disk change
+    /// log (`u32::MAX`: not known yet), whether that log is WAL-logged
+    /// (1) or unlogged (0), and whether the table is being loaded from disk
+    /// (others wait).
+    pub durable_seq: AtomicU64,
     pub log_tail: AtomicU32,
     /// Where the boundary last found the log's last block in its cache (a
     /// hint it checks; 0: none).
     pub log_tail_hint: AtomicI32,
     pub log_permanent: AtomicU32,
     pub loading: AtomicU32,
-    /// Bytes of the image the on-disk log starts with, and the rows (row
-    /// ids) it holds: the boundary compacts the log when it outgrows what
-    /// an image of the table would take now (`log_bytes`).
+    /// Bytes of the on-disk log after its image, of the image, and the
+    /// rows (row ids) the image holds: the boundary compacts the log when
+    /// it outgrows what an image of the table would take now.
+    pub log_bytes: AtomicU64,
     pub image_bytes: AtomicU64,
     pub image_rows: AtomicU64,
     /// A prepared transaction (two-phase commit) that created or dropped
@@ -570,52 +563,27 @@ pub struct Table {
     /// 1: free the storage if `prepared_xid` commits (it dropped it);
     /// 0: free it if that transaction aborts (it created it).
     prepared_drop: AtomicU32,
-    /// Live snapshots of the table (a list through `Snapshot::next`).
-    pub(crate) snap_lock: SpinLock,
-    pub(crate) snapshots: AtomicU64,
-    pub stamps: PageTable,
-    pub cids: PageTable,
-    pub links: PageTable,
-    /// Per block of 4096 rows, a [`crate::version`] summary word.
-    pub summaries: PageTable,
-    // ---- taken by every row write
-    _writers: LineBreak,
-    /// Writers of rows hold it shared; snapshot creation holds it exclusively.
-    pub latch: RwLatch,
-    // ---- every allocation and free
-    _heap: LineBreak,
-    /// All memory of the table except its header page.
-    pub heap: Heap,
-    // ---- inserts
-    _rows: LineBreak,
-    /// Row ids handed out so far.
-    pub(crate) nrows: AtomicU64,
-    /// Vacant row ids ready for reuse: a stack of [`FreeChunk`]s.
-    free_lock: SpinLock,
-    free_head: AtomicU64,
-    free_count: AtomicU64,
-    // ---- every logged change
-    _log: LineBreak,
-    /// Sequence number of the last change logged or replayed, and the bytes
-    /// of the on-disk log after its image.
-    pub durable_seq: AtomicU64,
-    pub log_bytes: AtomicU64,
-    // ---- updates and deletes (retired undo records and pages)
-    _retired: LineBreak,
-    pub(crate) retire_lock: SpinLock,
+    /// Incremented by every snapshot of this table.
+    pub snap_epoch: AtomicU32,
+    /// `[AtomicU64; MAX_COLUMNS]`: offsets of the [`Column`]s.
+    pub(crate) cols: Off,
     /// Retired memory, oldest first (appended under `retire_lock`), and how
     /// many records the list holds.
     pub(crate) retired: AtomicU64,
     retired_tail: AtomicU64,
     retired_len: AtomicU64,
+    /// Incremented whenever a page is replaced by copy-on-write; readers
+    /// that cache page pointers revalidate against it.
+    pub(crate) cow_gen: AtomicU64,
+    pub stamps: PageTable,
+    pub cids: PageTable,
+    pub links: PageTable,
+    /// Per block of 4096 rows, a [`crate::version`] summary word.
+    pub summaries: PageTable,
+    /// Live snapshots of the table (a list through `Snapshot::next`).
+    pub(crate) snap_lock: SpinLock,
+    pub(crate) snapshots: AtomicU64,
 }
-
-/// A zero-sized field that starts the fields after it on a new pair of
-/// cache lines (128 bytes: the adjacent-line prefetcher moves lines in
-/// pairs), so that fields written often do not share lines with fields read
-/// often.
-#[repr(align(128))]
-pub struct LineBreak;
 
 fn write_fixed(dst: *mut u8, width: usize, src: &[u8]) {
     let n = src.len().min(width);
@@ -2032,46 +2000,6 @@ mod tests {
             ValueRef::Inline(p) => Some(unsafe { std::slice::from_raw_parts(p, VAR_SLOT) }.to_vec()),
             ValueRef::Blob(p, n) => Some(unsafe { std::slice::from_raw_parts(p, n as usize) }.to_vec()),
         }
-    }
-
-    /// Fields that row writes change sit on 128-byte pairs of cache lines
-    /// apart from the fields every access reads, in the table's header and
-    /// in each column.
-    #[test]
-    fn written_fields_have_lines_of_their_own() {
-        use std::mem::offset_of;
-        let pair = |off: usize| off / 128;
-        let read = [
-            offset_of!(Table, key),
-            offset_of!(Table, ncols),
-            offset_of!(Table, schema_gen),
-            offset_of!(Table, cols),
-            offset_of!(Table, cow_gen),
-            offset_of!(Table, stamps),
-            offset_of!(Table, summaries) + std::mem::size_of::<PageTable>() - 1,
-        ];
-        let written = [
-            offset_of!(Table, latch),
-            offset_of!(Table, heap),
-            offset_of!(Table, heap) + std::mem::size_of::<Heap>() - 1,
-            offset_of!(Table, nrows),
-            offset_of!(Table, free_count),
-            offset_of!(Table, durable_seq),
-            offset_of!(Table, log_bytes),
-            offset_of!(Table, retire_lock),
-            offset_of!(Table, retired_len),
-        ];
-        for w in written {
-            for r in read {
-                assert_ne!(pair(w), pair(r), "written field at {w} shares its lines with a read one at {r}");
-            }
-        }
-        assert_eq!(std::mem::align_of::<Table>(), 128);
-        // In a column, the bounds: the object may start anywhere, so the
-        // distance counts.
-        let (lo, hi) = (offset_of!(Column, lo), offset_of!(Column, hi) + 8);
-        assert!(lo >= offset_of!(Column, state) + 4 + 128);
-        assert!(std::mem::size_of::<Column>() >= hi + 128);
     }
 
     #[test]
