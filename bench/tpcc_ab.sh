@@ -18,6 +18,7 @@
 # It also prints the CPU milliseconds per transaction of the cluster's processes by kind
 # (client backends, autovacuum workers, walwriter, ...; bench/lib/pgcpu.py samples /proc), the
 # whole machine's user and system CPU per transaction (/proc/stat) and WAL flushes per transaction.
+# And each transaction type's mean latency on both engines (NewOrder, Payment, ...).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
@@ -72,6 +73,9 @@ oltp() { # $1 = database, $2 = seconds; prints "tps transactions wal_bytes user_
         "$PG_BINDIR/pgbench" -n -M prepared -c "$CLIENTS" -j "$threads" -T "$2" \
         -D warehouses="$W" -D uniform=0 "${TPCC_MIX_ARGS[@]}" "$1" 2>&1)
     read -r user1 sys1 < <(machine_cpu)
+    # each transaction type's mean latency, for the main loop ("name ms" lines)
+    echo "$out" | awk '/^SQL script/ {n = $NF; sub(/.*\//, "", n); sub(/\.pgbench$/, "", n)}
+                       /latency average/ && n != "" {print n, $(NF - 1); n = ""}' > "$WORK/latency_by_type"
     echo "$(echo "$out" | grep -Eo 'tps = [0-9.]+' | head -n1 | awk '{print $3}')" \
         "$(echo "$out" | grep -Eo 'transactions actually processed: [0-9]+' | awk '{print $4}')" \
         "$(cluster_psql -At -c "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$before')::bigint")" \
@@ -80,7 +84,7 @@ oltp() { # $1 = database, $2 = seconds; prints "tps transactions wal_bytes user_
 }
 for am in heap anker; do oltp "tpcc_$am" 10 >/dev/null; done   # warm-up
 
-declare -A sum xsum wsum usersum syssum syncsum breakdown cpu round_tps
+declare -A sum xsum wsum usersum syssum syncsum breakdown cpu round_tps latency
 ratios=()
 for r in $(seq 1 "$ROUNDS"); do
     order="heap anker"; [ $((r % 2)) = 0 ] && order="anker heap"
@@ -111,6 +115,9 @@ for r in $(seq 1 "$ROUNDS"); do
         xsum[$am]=$(( ${xsum[$am]:-0} + xacts )); wsum[$am]=$(( ${wsum[$am]:-0} + wal ))
         usersum[$am]=$(( ${usersum[$am]:-0} + user )); syssum[$am]=$(( ${syssum[$am]:-0} + sys ))
         syncsum[$am]=$(( ${syncsum[$am]:-0} + syncs ))
+        while read -r name ms; do
+            latency[$name.$am]=$(echo "${latency[$name.$am]:-0} + $ms / $ROUNDS" | bc -l)
+        done < "$WORK/latency_by_type"
     done
     ratios+=("$(echo "${round_tps[anker]} / ${round_tps[heap]}" | bc -l)")
 done
@@ -123,6 +130,13 @@ printf 'anker/heap by round: %s (median %.3f)\n' "$(printf '%.3f ' "${ratios[@]}
 printf 'WAL bytes per transaction: heap %.0f, anker %.0f, anker/heap = %.3f\n' \
     "$(echo "${wsum[heap]} / ${xsum[heap]}" | bc -l)" "$(echo "${wsum[anker]} / ${xsum[anker]}" | bc -l)" \
     "$(echo "(${wsum[anker]} / ${xsum[anker]}) / (${wsum[heap]} / ${xsum[heap]})" | bc -l)"
+# Each transaction type's latency, mean of the rounds' means: where one engine spends more
+# per transaction (with two clients on two cores, latency is mostly CPU).
+for name in $(printf '%s\n' "${!latency[@]}" | sed -n 's/\.heap$//p' | sort); do
+    [ -n "${latency[$name.anker]:-}" ] &&
+        printf 'latency of %s: heap %.3f ms, anker %.3f ms, anker/heap = %.3f\n' "$name" \
+            "${latency[$name.heap]}" "${latency[$name.anker]}" "$(echo "${latency[$name.anker]} / ${latency[$name.heap]}" | bc -l)"
+done
 # CPU of the cluster's processes by kind (bench/lib/pgcpu.py), per transaction, all rounds
 for am in heap anker; do
     line=
