@@ -74,6 +74,22 @@ CREATE FUNCTION boom(x int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS 'BEGIN RET
 SELECT * FROM st WHERE boom(a) > 0;
 SELECT count(*) FROM st WHERE boom(a) > 0;
 CREATE INDEX ON st (boom(a));
+-- and in the planner (it evaluates stable functions for its estimates), in
+-- EXPLAIN, in executor start-up (initial partition pruning of a generic
+-- plan) and in EXPLAIN ANALYZE: for any query of the cluster, anker's or not
+CREATE FUNCTION boom_at(x int) RETURNS int LANGUAGE plpgsql STABLE AS 'BEGIN RAISE EXCEPTION ''boom %'', x; END';
+CREATE TABLE pp (k int, v text) PARTITION BY LIST (k);
+CREATE TABLE pp1 PARTITION OF pp FOR VALUES IN (1) USING anker;
+CREATE TABLE pp2 PARTITION OF pp FOR VALUES IN (2) USING heap;
+INSERT INTO pp VALUES (1, 'one');
+SELECT * FROM pp WHERE k = boom_at(1);
+EXPLAIN (COSTS OFF) SELECT * FROM pp WHERE k = boom_at(2);
+SET plan_cache_mode = force_generic_plan;
+PREPARE prune(int) AS SELECT * FROM pp WHERE k = boom_at($1);
+EXECUTE prune(3);
+DEALLOCATE prune;
+RESET plan_cache_mode;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT boom_at(k) FROM pp;
 
 -- two-phase commit of transactions that create, truncate and drop anker
 -- tables: the storage follows COMMIT/ROLLBACK PREPARED
@@ -113,5 +129,5 @@ SELECT count(*) - :tables_before AS tables_added FROM anker.tables;
 BEGIN;
 CREATE TEMP TABLE tmp_px (a int) USING anker;
 PREPARE TRANSACTION 'px';
-DROP TABLE oc, tr, trp, cur, st;
-DROP FUNCTION show_transition(), boom(int);
+DROP TABLE oc, tr, trp, cur, st, pp;
+DROP FUNCTION show_transition(), boom(int), boom_at(int);

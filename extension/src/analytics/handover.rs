@@ -51,8 +51,8 @@ pub fn install() {
 
 /// EXPLAIN of a query planned with `anker.olap_engine = duckdb` that stayed in
 /// PostgreSQL ends with the reason (text format): what PostgreSQL's own ExplainOneQuery
-/// does, then one line.
-#[pg_guard]
+/// does, then one line. Planning and EXPLAIN ANALYZE's execution run user code, so this
+/// frame calls them through `pg_raw` and has no guard, as [`plan`].
 unsafe extern "C-unwind" fn explain_one(
     query: *mut pg_sys::Query,
     cursor_options: i32,
@@ -65,17 +65,34 @@ unsafe extern "C-unwind" fn explain_one(
     if let Some(prev) = PREV_EXPLAIN {
         return prev(query, cursor_options, into, es, query_string, params, query_env);
     }
-    *(&raw mut LAST_REFUSAL) = None;
+    forget_refusal();
     // As PostgreSQL's ExplainOneQuery: planning time and, with BUFFERS, planning's buffers.
     let buffers_before = *(&raw const pg_sys::pgBufferUsage);
     let started = std::time::Instant::now();
-    let stmt = pg_sys::pg_plan_query(query, query_string, cursor_options, params);
+    let stmt = crate::pg_raw::pg_plan_query(query, query_string, cursor_options, params);
     let took = started.elapsed();
     let planning = pg_sys::instr_time { tv_sec: took.as_secs() as _, tv_nsec: took.subsec_nanos() as _ };
-    let mut buffers = pg_sys::BufferUsage::default();
-    pg_sys::BufferUsageAccumDiff(&mut buffers, &raw const pg_sys::pgBufferUsage, &buffers_before);
+    let buffers = buffers_since(&buffers_before);
     let buffers = if (*es).buffers { &buffers as *const pg_sys::BufferUsage } else { std::ptr::null() };
-    pg_sys::ExplainOnePlan(stmt, into, es, query_string, params, query_env, &planning, buffers);
+    crate::pg_raw::explain_one_plan(stmt, into, es, query_string, params, query_env, &planning, buffers);
+    explain_refusal(stmt, es);
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn forget_refusal() {
+    *(&raw mut LAST_REFUSAL) = None;
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn buffers_since(before: &pg_sys::BufferUsage) -> pg_sys::BufferUsage {
+    let mut buffers = pg_sys::BufferUsage::default();
+    pg_sys::BufferUsageAccumDiff(&mut buffers, &raw const pg_sys::pgBufferUsage, before);
+    buffers
+}
+
+/// The line EXPLAIN of a query DuckDB did not take ends with.
+#[pg_guard]
+unsafe extern "C-unwind" fn explain_refusal(stmt: *mut pg_sys::PlannedStmt, es: *mut pg_sys::ExplainState) {
     let reason = match &*(&raw const LAST_REFUSAL) {
         Some(Refusal::Reason(r)) => Some(r.clone()),
         Some(Refusal::TooCheap { cost, min_cost }) if reads_anker_tables(stmt) => Some(format!(
@@ -91,7 +108,12 @@ unsafe extern "C-unwind" fn explain_one(
     }
 }
 
-#[pg_guard]
+/// Plans a query: PostgreSQL's planner, then, with `anker.olap_engine = duckdb`, the
+/// hand-over ([`hand_over`]). The planner runs user code (stable functions evaluated for
+/// estimates, SQL functions inlined), and an ERROR there must reach PostgreSQL as raised:
+/// through pgrx's guard it lost its CONTEXT lines, for every query of the cluster. So this
+/// frame has no guard and calls the planner through `pg_raw` (see there); it holds nothing
+/// an ERROR's `longjmp` would skip.
 unsafe extern "C-unwind" fn plan(
     parse: *mut pg_sys::Query,
     query_string: *const std::ffi::c_char,
@@ -100,18 +122,35 @@ unsafe extern "C-unwind" fn plan(
 ) -> *mut pg_sys::PlannedStmt {
     let standard = |q: *mut pg_sys::Query| match PREV_PLANNER {
         Some(prev) => prev(q, query_string, cursor_options, bound_params),
-        None => pg_sys::standard_planner(q, query_string, cursor_options, bound_params),
+        None => crate::pg_raw::standard_planner(q, query_string, cursor_options, bound_params),
     };
     if engine() != Engine::DuckDb || !crate::shmem::is_loaded() || (*parse).commandType != pg_sys::CmdType::CMD_SELECT {
         return standard(parse);
     }
-    *(&raw mut LAST_REFUSAL) = None;
+    forget_refusal();
     // PostgreSQL plans the query first: its PlannedStmt carries the flattened range table
     // (permission checks, locks) and the relation and function dependencies (plan
     // invalidation), and its plan the join order DuckDB is told to follow. Only the plan
     // tree is replaced. It plans a copy: the check and the translation read the query as
     // parsed.
-    let stmt = standard(pg_sys::copyObjectImpl(parse as *const std::ffi::c_void) as *mut pg_sys::Query);
+    let stmt = standard(copy_query(parse));
+    hand_over(parse, cursor_options, bound_params, stmt)
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn copy_query(parse: *mut pg_sys::Query) -> *mut pg_sys::Query {
+    pg_sys::copyObjectImpl(parse as *const std::ffi::c_void) as *mut pg_sys::Query
+}
+
+/// The plan tree of `stmt`, PostgreSQL's plan of `parse`, replaced by a DuckDB node when
+/// DuckDB can take the query (docs/analytics.md, the rules); else why not, for EXPLAIN.
+#[pg_guard]
+unsafe extern "C-unwind" fn hand_over(
+    parse: *mut pg_sys::Query,
+    cursor_options: i32,
+    bound_params: pg_sys::ParamListInfo,
+    stmt: *mut pg_sys::PlannedStmt,
+) -> *mut pg_sys::PlannedStmt {
     let pg_plan = (*stmt).planTree;
     if (*pg_plan).total_cost < super::min_cost() {
         // Too cheap to hand over, whatever the check would say: OLTP statements end here

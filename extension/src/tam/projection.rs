@@ -41,12 +41,22 @@ pub fn install() {
     }
 }
 
-#[pg_guard]
+/// Starts the executor, then restricts its scans. Start-up runs user code
+/// (initial partition pruning evaluates stable functions), and an ERROR
+/// there must reach PostgreSQL as raised: through pgrx's guard it lost its
+/// CONTEXT lines, for every query of the cluster. So this frame has no
+/// guard and calls PostgreSQL through `pg_raw` (see there); it holds
+/// nothing an ERROR's `longjmp` would skip.
 unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags: std::ffi::c_int) {
     match *(&raw const PREV_EXECUTOR_START) {
         Some(prev) => prev(query, eflags),
-        None => pg_sys::standard_ExecutorStart(query, eflags),
+        None => crate::pg_raw::standard_executor_start(query, eflags),
     }
+    restrict_started(query, eflags);
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn restrict_started(query: *mut pg_sys::QueryDesc, eflags: std::ffi::c_int) {
     if eflags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY as i32 != 0 || (*query).planstate.is_null() {
         return;
     }
