@@ -145,22 +145,24 @@ pub unsafe fn rethrowing<T>(body: impl FnOnce() -> T) -> T {
 }
 
 unsafe extern "C-unwind" {
-    #[link_name = "standard_planner"]
-    fn standard_planner_unconverted(
+    /// `standard_planner`: plans a query (stable functions are evaluated
+    /// for estimates, SQL functions inlined).
+    pub fn standard_planner(
         parse: *mut pg_sys::Query,
         query_string: *const std::ffi::c_char,
         cursor_options: std::ffi::c_int,
         bound_params: pg_sys::ParamListInfo,
     ) -> *mut pg_sys::PlannedStmt;
-    #[link_name = "pg_plan_query"]
-    fn pg_plan_query_unconverted(
+    /// `pg_plan_query`: the planner through its hooks.
+    pub fn pg_plan_query(
         query: *mut pg_sys::Query,
         query_string: *const std::ffi::c_char,
         cursor_options: std::ffi::c_int,
         bound_params: pg_sys::ParamListInfo,
     ) -> *mut pg_sys::PlannedStmt;
+    /// `ExplainOnePlan`: explains a plan, and runs it for EXPLAIN ANALYZE.
     #[link_name = "ExplainOnePlan"]
-    fn explain_one_plan_unconverted(
+    pub fn explain_one_plan(
         stmt: *mut pg_sys::PlannedStmt,
         into: *mut pg_sys::IntoClause,
         es: *mut pg_sys::ExplainState,
@@ -170,76 +172,23 @@ unsafe extern "C-unwind" {
         planduration: *const pg_sys::instr_time,
         bufusage: *const pg_sys::BufferUsage,
     );
+    /// `standard_ExecutorStart`: sets the plan's nodes up (initial
+    /// partition pruning runs user code).
     #[link_name = "standard_ExecutorStart"]
-    fn standard_executor_start_unconverted(query: *mut pg_sys::QueryDesc, eflags: std::ffi::c_int);
+    pub fn standard_executor_start(query: *mut pg_sys::QueryDesc, eflags: std::ffi::c_int);
+    /// `standard_ExecutorRun`: runs the query's plan, and all user code in it.
     #[link_name = "standard_ExecutorRun"]
-    fn standard_executor_run_unconverted(
+    pub fn standard_executor_run(
         query: *mut pg_sys::QueryDesc,
         direction: pg_sys::ScanDirection::Type,
         count: u64,
         execute_once: bool,
     );
+    /// `standard_ExecutorFinish`: runs what the plan left, and AFTER triggers.
     #[link_name = "standard_ExecutorFinish"]
-    fn standard_executor_finish_unconverted(query: *mut pg_sys::QueryDesc);
+    pub fn standard_executor_finish(query: *mut pg_sys::QueryDesc);
     #[link_name = "pg_re_throw"]
     fn re_throw_unconverted() -> !;
-}
-
-/// `standard_planner`: plans a query (stable functions are evaluated for
-/// estimates, SQL functions inlined).
-pub unsafe fn standard_planner(
-    parse: *mut pg_sys::Query,
-    query_string: *const std::ffi::c_char,
-    cursor_options: std::ffi::c_int,
-    bound_params: pg_sys::ParamListInfo,
-) -> *mut pg_sys::PlannedStmt {
-    standard_planner_unconverted(parse, query_string, cursor_options, bound_params)
-}
-
-/// `pg_plan_query`: the planner through its hooks.
-pub unsafe fn pg_plan_query(
-    query: *mut pg_sys::Query,
-    query_string: *const std::ffi::c_char,
-    cursor_options: std::ffi::c_int,
-    bound_params: pg_sys::ParamListInfo,
-) -> *mut pg_sys::PlannedStmt {
-    pg_plan_query_unconverted(query, query_string, cursor_options, bound_params)
-}
-
-/// `ExplainOnePlan`: explains a plan, and runs it for EXPLAIN ANALYZE.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn explain_one_plan(
-    stmt: *mut pg_sys::PlannedStmt,
-    into: *mut pg_sys::IntoClause,
-    es: *mut pg_sys::ExplainState,
-    query_string: *const std::ffi::c_char,
-    params: pg_sys::ParamListInfo,
-    query_env: *mut pg_sys::QueryEnvironment,
-    planduration: *const pg_sys::instr_time,
-    bufusage: *const pg_sys::BufferUsage,
-) {
-    explain_one_plan_unconverted(stmt, into, es, query_string, params, query_env, planduration, bufusage)
-}
-
-/// `standard_ExecutorStart`: sets the plan's nodes up (initial partition
-/// pruning runs user code).
-pub unsafe fn standard_executor_start(query: *mut pg_sys::QueryDesc, eflags: std::ffi::c_int) {
-    standard_executor_start_unconverted(query, eflags)
-}
-
-/// `standard_ExecutorRun`: runs the query's plan, and all user code in it.
-pub unsafe fn standard_executor_run(
-    query: *mut pg_sys::QueryDesc,
-    direction: pg_sys::ScanDirection::Type,
-    count: u64,
-    execute_once: bool,
-) {
-    standard_executor_run_unconverted(query, direction, count, execute_once)
-}
-
-/// `standard_ExecutorFinish`: runs what the plan left, and AFTER triggers.
-pub unsafe fn standard_executor_finish(query: *mut pg_sys::QueryDesc) {
-    standard_executor_finish_unconverted(query)
 }
 
 /// `PG_TRY { run } PG_FINALLY { finally } PG_END_TRY`: `finally` runs

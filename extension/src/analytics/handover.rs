@@ -65,7 +65,7 @@ unsafe extern "C-unwind" fn explain_one(
     if let Some(prev) = PREV_EXPLAIN {
         return prev(query, cursor_options, into, es, query_string, params, query_env);
     }
-    forget_refusal();
+    *(&raw mut LAST_REFUSAL) = None;
     // As PostgreSQL's ExplainOneQuery: planning time and, with BUFFERS, planning's buffers.
     let buffers_before = *(&raw const pg_sys::pgBufferUsage);
     let started = std::time::Instant::now();
@@ -76,11 +76,6 @@ unsafe extern "C-unwind" fn explain_one(
     let buffers = if (*es).buffers { &buffers as *const pg_sys::BufferUsage } else { std::ptr::null() };
     crate::pg_raw::explain_one_plan(stmt, into, es, query_string, params, query_env, &planning, buffers);
     explain_refusal(stmt, es);
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn forget_refusal() {
-    *(&raw mut LAST_REFUSAL) = None;
 }
 
 #[pg_guard]
@@ -127,7 +122,7 @@ unsafe extern "C-unwind" fn plan(
     if engine() != Engine::DuckDb || !crate::shmem::is_loaded() || (*parse).commandType != pg_sys::CmdType::CMD_SELECT {
         return standard(parse);
     }
-    forget_refusal();
+    *(&raw mut LAST_REFUSAL) = None;
     // PostgreSQL plans the query first: its PlannedStmt carries the flattened range table
     // (permission checks, locks) and the relation and function dependencies (plan
     // invalidation), and its plan the join order DuckDB is told to follow. Only the plan
