@@ -33,7 +33,7 @@ pub type Off = u64;
 pub const NULL_OFF: Off = 0;
 
 const MAGIC: u64 = 0x616e_6b65_7241_524e; // "ankerARN"
-const LAYOUT_VERSION: u32 = 2;
+const LAYOUT_VERSION: u32 = 3;
 const NIL: u32 = u32::MAX;
 
 /// Why an allocation failed.
@@ -151,10 +151,20 @@ const ST_WARM: u8 = 5;
 const WARM_PAGES: usize = 1024;
 
 /// Bytes per reader slot: each process's epoch word on cache lines of its
-/// own (two, for the adjacent-line prefetcher). Packed 8 bytes apart, the
-/// slots of concurrent backends shared a line, and every row a reader
-/// entered moved that line between their cores.
-const READER_SLOT_BYTES: usize = 128;
+/// own (two, for the adjacent-line prefetcher), then its event counters on
+/// two more. Packed 8 bytes apart, the slots of concurrent backends shared a
+/// line, and every row a reader entered moved that line between their
+/// cores; counters shared by all processes did the same for every counted
+/// event (several per TPC-C transaction).
+const READER_SLOT_BYTES: usize = 256;
+/// Where a slot's event counters start.
+const SLOT_COUNTERS_AT: usize = 128;
+/// Event counters a slot has room for.
+const SLOT_COUNTERS: usize = (READER_SLOT_BYTES - SLOT_COUNTERS_AT) / 8;
+
+/// The reader slot this process last entered an epoch with: its event
+/// counts go to that slot's counters (u32::MAX: none yet, the header's).
+static PROCESS_SLOT: AtomicU32 = AtomicU32::new(u32::MAX);
 
 /// Where the reader slots start: after the header, on a slot boundary, off
 /// the lines of header words that processes write.
@@ -162,11 +172,11 @@ fn reader_slots_off() -> u64 {
     std::mem::size_of::<Header>().next_multiple_of(READER_SLOT_BYTES) as u64
 }
 
-/// The event counters, on cache lines of their own: every process writes
-/// them, and the epoch words before them are read for every row a reader
-/// enters.
+/// The event counters of processes that have no reader slot yet, on cache
+/// lines of their own (the epoch words before them are read for every row
+/// a reader enters).
 #[repr(C, align(128))]
-struct Counters([AtomicU64; 32]);
+struct Counters([AtomicU64; SLOT_COUNTERS]);
 
 #[repr(C)]
 struct Header {
@@ -190,7 +200,7 @@ struct Header {
     reader_slots_off: u64,
     n_reader_slots: u32,
     _pad: u32,
-    /// Event counters shared by all processes (see [`crate::stats`]).
+    /// Event counters (see [`crate::stats`]) of processes without a slot.
     counters: Counters,
     /// Warm free pages (relative page numbers), under `lock`.
     warm: [u32; WARM_PAGES],
@@ -461,6 +471,12 @@ impl Arena {
         }
         h.reader_slots_off = reader_slots_off();
         h.n_reader_slots = n_reader_slots;
+        for slot in 0..n_reader_slots {
+            self.reader_slot(slot).store(0, Ordering::Relaxed);
+            for which in 0..SLOT_COUNTERS {
+                self.slot_counter(slot, which).store(0, Ordering::Relaxed);
+            }
+        }
         // Data page i (relative) is buddy-aligned to i; carve maximal blocks.
         let mut i: u32 = 0;
         while i < n_data {
@@ -484,15 +500,29 @@ impl Arena {
         self.header().generation.load(Ordering::Relaxed)
     }
 
-    /// Add `n` to event counter `which` (a [`crate::stats`] constant).
+    /// Add `n` to event counter `which` (a [`crate::stats`] constant), in
+    /// this process's slot: no other process writes its cache line.
     #[inline]
     pub fn count(&self, which: usize, n: u64) {
-        self.header().counters.0[which].fetch_add(n, Ordering::Relaxed);
+        let h = self.header();
+        let slot = PROCESS_SLOT.load(Ordering::Relaxed);
+        let c = if slot < h.n_reader_slots { self.slot_counter(slot, which) } else { &h.counters.0[which] };
+        c.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// Current value of event counter `which`.
+    /// Current value of event counter `which`, summed over all processes.
     pub fn counter(&self, which: usize) -> u64 {
-        self.header().counters.0[which].load(Ordering::Relaxed)
+        let h = self.header();
+        let in_slots = (0..h.n_reader_slots).map(|s| self.slot_counter(s, which).load(Ordering::Relaxed));
+        in_slots.fold(h.counters.0[which].load(Ordering::Relaxed), u64::wrapping_add)
+    }
+
+    fn slot_counter(&self, slot: u32, which: usize) -> &AtomicU64 {
+        let h = self.header();
+        assert!(slot < h.n_reader_slots && which < SLOT_COUNTERS, "event counter {which} of slot {slot} out of range");
+        // SAFETY: the slot array follows the header and has n_reader_slots
+        // entries of READER_SLOT_BYTES; counters are 8-byte aligned in them.
+        unsafe { &*(self.base.add(h.reader_slots_off as usize + READER_SLOT_BYTES * slot as usize + SLOT_COUNTERS_AT + 8 * which) as *const AtomicU64) }
     }
 
     pub fn root(&self) -> &AtomicU64 {
@@ -828,6 +858,7 @@ impl Arena {
     /// Announce that process `slot` may hold pointers to memory that a
     /// concurrent writer could retire. Pair with [`epoch_exit`](Self::epoch_exit).
     pub fn epoch_enter(&self, slot: u32) {
+        PROCESS_SLOT.store(slot, Ordering::Relaxed);
         let e = self.header().epoch.load(Ordering::SeqCst);
         // The slot must be visible before the caller reads any pointer
         // (a store-load order). On x86-64 the swap is a locked instruction,
@@ -1133,6 +1164,31 @@ mod tests {
         }
         a.epoch_exit(n - 1);
         assert_eq!(a.oldest_reader_epoch(), u64::MAX);
+    }
+
+    /// A process counts events on the lines of its own slot, apart from its
+    /// epoch word (which reclaimers read), and `counter` sums all processes.
+    #[test]
+    fn event_counters_sit_on_their_process_lines() {
+        let a = Arena::create_private(64 << 20).unwrap();
+        a.format(4).unwrap();
+        assert!(crate::stats::NAMES.len() <= SLOT_COUNTERS);
+        for s in 0..4 {
+            let epoch = a.reader_slot(s) as *const AtomicU64 as usize;
+            let first = a.slot_counter(s, 0) as *const AtomicU64 as usize;
+            let last = a.slot_counter(s, SLOT_COUNTERS - 1) as *const AtomicU64 as usize;
+            assert_eq!(first - epoch, 128);
+            assert!(last + 8 <= epoch + READER_SLOT_BYTES);
+        }
+        let which = crate::stats::IN_PLACE_UPDATES;
+        let before = a.counter(which);
+        a.count(which, 2); // before this process has a slot here (or with another test's)
+        a.epoch_enter(3);
+        a.epoch_exit(3);
+        a.count(which, 5);
+        // (other tests share the process slot, but not this arena)
+        assert_eq!(a.counter(which), before + 7);
+        assert_eq!(a.counter(crate::stats::NEW_ROW_UPDATES), 0);
     }
 
     #[test]
