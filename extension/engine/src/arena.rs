@@ -518,11 +518,11 @@ impl Arena {
     }
 
     fn slot_counter(&self, slot: u32, which: usize) -> &AtomicU64 {
-        let h = self.header();
-        assert!(slot < h.n_reader_slots && which < SLOT_COUNTERS, "event counter {which} of slot {slot} out of range");
-        // SAFETY: the slot array follows the header and has n_reader_slots
-        // entries of READER_SLOT_BYTES; counters are 8-byte aligned in them.
-        unsafe { &*(self.base.add(h.reader_slots_off as usize + READER_SLOT_BYTES * slot as usize + SLOT_COUNTERS_AT + 8 * which) as *const AtomicU64) }
+        assert!(which < SLOT_COUNTERS, "event counter {which} out of range");
+        let epoch_word = self.reader_slot(slot) as *const AtomicU64;
+        // SAFETY: `reader_slot` checked the slot; its counters follow the
+        // epoch word inside its READER_SLOT_BYTES, 8-byte aligned.
+        unsafe { &*epoch_word.add((SLOT_COUNTERS_AT + 8 * which) / 8) }
     }
 
     pub fn root(&self) -> &AtomicU64 {
