@@ -17,6 +17,7 @@ mod datum;
 mod durable;
 mod error;
 mod guc;
+mod pg_leaf;
 mod pg_raw;
 mod scan_node;
 mod shmem;

@@ -73,11 +73,11 @@ pub fn collect_garbage(budget: usize) {
     // SAFETY: inside a transaction that took a snapshot (a writer's). The
     // shared-relation horizon is the most conservative one: it holds for
     // rows of any table.
-    let vistest = unsafe { pg_sys::GlobalVisTestFor(std::ptr::null_mut()) };
+    let vistest = unsafe { crate::pg_leaf::GlobalVisTestFor(std::ptr::null_mut()) };
     for _ in 0..budget {
         let Some(e) = q.front().copied() else { break };
         // SAFETY: as above.
-        if !unsafe { pg_sys::GlobalVisTestIsRemovableXid(vistest, e.xid.into()) } {
+        if !unsafe { crate::pg_leaf::GlobalVisTestIsRemovableXid(vistest, e.xid.into()) } {
             break;
         }
         q.pop_front();
@@ -100,12 +100,12 @@ pub unsafe fn updater_committed(xid: u32) -> bool {
     // XactTruncationLock, number 44 in PostgreSQL 15's lwlocknames.txt (no
     // symbol of its own: a macro over the main lock array).
     let lock = &raw mut (*pg_sys::MainLWLockArray.add(44)).lock;
-    pg_sys::LWLockAcquire(lock, pg_sys::LWLockMode::LW_SHARED);
+    crate::pg_leaf::LWLockAcquire(lock, pg_sys::LWLockMode::LW_SHARED);
     // (the special xids, bootstrap, frozen and invalid, are answered without the clog)
     let known = xid < crate::visibility::FIRST_NORMAL_XID
-        || !pg_sys::TransactionIdPrecedes(xid.into(), (*pg_sys::ShmemVariableCache).oldestClogXid);
+        || !crate::pg_leaf::TransactionIdPrecedes(xid.into(), (*pg_sys::ShmemVariableCache).oldestClogXid);
     let committed = !known || pg_sys::TransactionIdDidCommit(xid.into());
-    pg_sys::LWLockRelease(lock);
+    crate::pg_leaf::LWLockRelease(lock);
     committed
 }
 
@@ -130,7 +130,7 @@ impl ReplayPruner {
         {
             let _epoch = shmem::enter_epoch();
             // SAFETY: plain xid comparisons and clog lookups.
-            let removable = |xid: u32| unsafe { pg_sys::TransactionIdPrecedes(xid.into(), horizon) && updater_committed(xid) };
+            let removable = |xid: u32| unsafe { crate::pg_leaf::TransactionIdPrecedes(xid.into(), horizon) && updater_committed(xid) };
             table.prune_chain(arena, *row, &removable);
         }
         reclaim_if_due(table);
@@ -147,7 +147,7 @@ impl ReplayPruner {
 pub unsafe fn prune_row_for(table: &Table, row: u64, vistest: *mut pg_sys::GlobalVisState) {
     {
         let _epoch = shmem::enter_epoch();
-        let removable = |xid: u32| pg_sys::GlobalVisTestIsRemovableXid(vistest, xid.into()) && updater_committed(xid);
+        let removable = |xid: u32| crate::pg_leaf::GlobalVisTestIsRemovableXid(vistest, xid.into()) && updater_committed(xid);
         table.prune_chain(shmem::arena(), row, &removable);
     }
     reclaim_if_due(table);

@@ -24,7 +24,7 @@ pub const FIRST_NORMAL_XID: u32 = 3;
 #[inline]
 fn is_current(xid: u32) -> bool {
     // SAFETY: plain lookup in this backend's transaction state.
-    unsafe { pg_sys::TransactionIdIsCurrentTransactionId(xid.into()) }
+    unsafe { crate::pg_leaf::TransactionIdIsCurrentTransactionId(xid.into()) }
 }
 #[inline]
 fn in_progress(xid: u32) -> bool {
@@ -218,8 +218,8 @@ impl Visibility {
         // EvalPlanQual works on that one.
         // SAFETY: plain accessors of snapshot and lock state.
         unsafe {
-            if !self.any_newest && pg_sys::ActiveSnapshotSet() {
-                let active = pg_sys::GetActiveSnapshot();
+            if !self.any_newest && crate::pg_leaf::ActiveSnapshotSet() {
+                let active = crate::pg_leaf::GetActiveSnapshot();
                 if (*active).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC {
                     match Visibility::new(active).version(table, h, hints) {
                         Seen::None => {}
@@ -228,8 +228,7 @@ impl Visibility {
                 }
             }
         }
-        // SAFETY: plain accessor of transaction state.
-        let command = unsafe { pg_sys::GetCurrentCommandId(false) };
+        let command = crate::pg_leaf::current_command_id();
         let settled = |xid: u32, cid: u32, flags: u32, hints: &mut u32| {
             match xid_state(xid, flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, hints) {
                 XidState::Committed => true,
@@ -348,7 +347,7 @@ impl Visibility {
                 // Dead only once no snapshot can need it (heap's
                 // HeapTupleSatisfiesNonVacuumable).
                 // SAFETY: NON_VACUUMABLE snapshots carry a vistest.
-                XidState::Committed => unsafe { pg_sys::GlobalVisTestIsRemovableXid((*self.snap).vistest, h.xmax.into()) },
+                XidState::Committed => unsafe { crate::pg_leaf::GlobalVisTestIsRemovableXid((*self.snap).vistest, h.xmax.into()) },
                 _ => false,
             },
             _ => match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, hints) {
@@ -403,5 +402,5 @@ pub unsafe fn surely_dead(h: &RowHeader, vistest: *mut pg_sys::GlobalVisState) -
         return false;
     }
     xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, &mut hints) == XidState::Committed
-        && pg_sys::GlobalVisTestIsRemovableXid(vistest, h.xmax.into())
+        && crate::pg_leaf::GlobalVisTestIsRemovableXid(vistest, h.xmax.into())
 }

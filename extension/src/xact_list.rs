@@ -4,15 +4,13 @@
 //! subtransaction hands its entries to its parent; an aborted one gives
 //! them back to its owner module to act on.
 
-use pgrx::pg_sys;
-
 pub struct XactList<T> {
     entries: Vec<(i32, T)>,
 }
 
 fn nest_level() -> i32 {
     // SAFETY: plain accessor of transaction state.
-    unsafe { pg_sys::GetCurrentTransactionNestLevel() }
+    unsafe { crate::pg_leaf::GetCurrentTransactionNestLevel() }
 }
 
 impl<T> XactList<T> {

@@ -177,7 +177,7 @@ fn write_to<R>(fork: Option<Fork>, table: &Table, op: impl FnOnce(&mut Log) -> R
     // A hot standby's memory follows the primary's log through redo; what
     // it settles itself (loading) is not written.
     // SAFETY: a flag read.
-    let Some(fork) = fork.filter(|_| unsafe { !pg_sys::RecoveryInProgress() }) else {
+    let Some(fork) = fork.filter(|_| unsafe { !crate::pg_leaf::RecoveryInProgress() }) else {
         let mut log = Log { entries: vec![], next_seq: 0, count: 0, enabled: false };
         return op(&mut log);
     };
@@ -204,7 +204,7 @@ fn write_to<R>(fork: Option<Fork>, table: &Table, op: impl FnOnce(&mut Log) -> R
         } else {
             tail
         };
-        pg_sys::UnlockReleaseBuffer(tail);
+        crate::pg_leaf::UnlockReleaseBuffer(tail);
         *(&raw mut ENTRIES) = log.entries;
         r
     }
@@ -312,14 +312,14 @@ const TAIL_LOCK_SPINS: u32 = 64;
 /// first usually finds it free; after that, sleep as LockBuffer does.
 unsafe fn lock_tail_buffer(buf: pg_sys::Buffer) {
     for _ in 0..TAIL_LOCK_SPINS {
-        if pg_sys::ConditionalLockBuffer(buf) {
+        if crate::pg_leaf::ConditionalLockBuffer(buf) {
             return;
         }
         for _ in 0..8 {
             std::hint::spin_loop();
         }
     }
-    pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
+    crate::pg_leaf::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
 }
 
 /// Write the metapage and a first log block holding [`Change::Create`] of

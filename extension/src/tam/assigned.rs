@@ -92,7 +92,7 @@ unsafe extern "C-unwind" fn executor_finish(query: *mut pg_sys::QueryDesc) {
 /// In a backend, with `rel` open.
 pub(super) unsafe fn columns(rel: pg_sys::Relation) -> Option<Columns> {
     let trigdesc = (*rel).trigdesc;
-    if (!trigdesc.is_null() && (*trigdesc).trig_update_before_row) || pg_sys::IsLogicalWorker() {
+    if (!trigdesc.is_null() && (*trigdesc).trig_update_before_row) || crate::pg_leaf::IsLogicalWorker() {
         return None;
     }
     let mut set = Columns::default();

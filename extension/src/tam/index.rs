@@ -41,7 +41,7 @@ pub unsafe extern "C-unwind" fn index_fetch_reset(_data: *mut pg_sys::IndexFetch
 
 #[pg_guard]
 pub unsafe extern "C-unwind" fn index_fetch_end(data: *mut pg_sys::IndexFetchTableData) {
-    pg_sys::pfree(data as *mut std::ffi::c_void);
+    crate::pg_leaf::pfree(data as *mut std::ffi::c_void);
 }
 
 #[pg_guard]
@@ -74,7 +74,7 @@ pub unsafe extern "C-unwind" fn index_fetch_tuple(
     // `min(no_o_id)` walked every delivered order until the next VACUUM).
     if !all_dead.is_null() {
         if let Some(h) = &f.reader.last {
-            *all_dead = surely_dead(h, pg_sys::GlobalVisTestFor(f.base.rel));
+            *all_dead = surely_dead(h, crate::pg_leaf::GlobalVisTestFor(f.base.rel));
         }
     }
     false
@@ -90,7 +90,7 @@ pub unsafe extern "C-unwind" fn index_delete_tuples(
     delstate: *mut pg_sys::TM_IndexDeleteOp,
 ) -> pg_sys::TransactionId {
     let table = table_of(rel);
-    let vistest = pg_sys::GlobalVisTestFor(rel);
+    let vistest = crate::pg_leaf::GlobalVisTestFor(rel);
     let n = (*delstate).ndeltids as usize;
     let deltids = std::slice::from_raw_parts((*delstate).deltids, n);
     let status = std::slice::from_raw_parts_mut((*delstate).status, n);
@@ -105,7 +105,7 @@ pub unsafe extern "C-unwind" fn index_delete_tuples(
         }
         if s.knowndeletable {
             if let Some(h) = h.filter(|h| h.xmax != 0 && h.flags & flag::XMAX_LOCK_ONLY == 0) {
-                if horizon == pg_sys::InvalidTransactionId || pg_sys::TransactionIdFollows(h.xmax.into(), horizon) {
+                if horizon == pg_sys::InvalidTransactionId || crate::pg_leaf::TransactionIdFollows(h.xmax.into(), horizon) {
                     horizon = h.xmax.into();
                 }
             }
@@ -130,7 +130,7 @@ fn build_includes(h: &anker_engine::table::RowHeader, oldest_xmin: u32) -> (bool
     match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, &mut hints) {
         XidState::Committed => {
             // SAFETY: plain xid comparison.
-            let removable = unsafe { pg_sys::TransactionIdPrecedes(h.xmax.into(), oldest_xmin.into()) };
+            let removable = unsafe { crate::pg_leaf::TransactionIdPrecedes(h.xmax.into(), oldest_xmin.into()) };
             (!removable, false)
         }
         XidState::Aborted => (true, true),

@@ -85,7 +85,7 @@ pub fn conflict_out(rel: pg_sys::Relation, table: &Table, h: &RowHeader, seen: S
         }
         // SAFETY: plain transaction-state lookups.
         unsafe {
-            if pg_sys::TransactionIdPrecedes(xid.into(), pg_sys::TransactionXmin) {
+            if crate::pg_leaf::TransactionIdPrecedes(xid.into(), pg_sys::TransactionXmin) {
                 return;
             }
             let top = pg_sys::SubTransGetTopmostTransaction(xid.into());
@@ -269,7 +269,7 @@ unsafe fn insert_slots(
     let desc = (*rel).rd_att;
     let natts = (*desc).natts as usize;
     let ncols = table.ncols();
-    let xid: u32 = pg_sys::GetCurrentTransactionId().into();
+    let xid: u32 = crate::pg_leaf::current_transaction_id();
     let mut encoders = Encoders::take(slots.len());
     for (&slot, enc) in slots.iter().zip(encoders.0.iter_mut()) {
         getallattrs(slot);
@@ -394,7 +394,7 @@ unsafe fn conflicting_lockers(h: &RowHeader, mode: u32) -> Vec<u32> {
     }
     let mut consider = |xid: u32, held: u32| {
         if modes_conflict(held, mode)
-            && !pg_sys::TransactionIdIsCurrentTransactionId(xid.into())
+            && !crate::pg_leaf::TransactionIdIsCurrentTransactionId(xid.into())
             && pg_sys::TransactionIdIsInProgress(xid.into())
         {
             out.push(xid);
@@ -461,9 +461,9 @@ unsafe fn locked_by_us(h: &RowHeader) -> bool {
         return false;
     }
     if h.flags & flag::LOCKER_MULTI != 0 {
-        multi_members(h.locker).iter().any(|m| pg_sys::TransactionIdIsCurrentTransactionId(m.xid))
+        multi_members(h.locker).iter().any(|m| crate::pg_leaf::TransactionIdIsCurrentTransactionId(m.xid))
     } else {
-        pg_sys::TransactionIdIsCurrentTransactionId(h.locker.into())
+        crate::pg_leaf::TransactionIdIsCurrentTransactionId(h.locker.into())
     }
 }
 
@@ -700,7 +700,7 @@ pub unsafe extern "C-unwind" fn tuple_delete(
     let table = table_of(rel);
     let row = tid_to_row(tid).unwrap_or(u64::MAX);
     conflict_in(rel);
-    let xid: u32 = pg_sys::GetCurrentTransactionId().into();
+    let xid: u32 = crate::pg_leaf::current_transaction_id();
     let mut tuple_lock = TupleLock::new(rel);
     let logical = durable::logical::wanted(rel);
     loop {
@@ -886,7 +886,7 @@ impl Drop for Encoders {
 
 /// Prune the chain of `row` down to what running snapshots may need.
 unsafe fn prune(rel: pg_sys::Relation, table: &Table, row: u64) {
-    crate::undo::prune_row_for(table, row, pg_sys::GlobalVisTestFor(rel));
+    crate::undo::prune_row_for(table, row, crate::pg_leaf::GlobalVisTestFor(rel));
 }
 
 #[pg_guard]
@@ -908,7 +908,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
     conflict_in(rel);
     crate::undo::collect_garbage(GARBAGE_PER_WRITE);
     let mut tuple_lock = TupleLock::new(rel);
-    let xid: u32 = pg_sys::GetCurrentTransactionId().into();
+    let xid: u32 = crate::pg_leaf::current_transaction_id();
     let desc = (*rel).rd_att;
     let natts = (*desc).natts as usize;
     getallattrs(slot);
@@ -1053,7 +1053,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
 /// The new locker word (and flag bits) after adding our lock in `mode`, or
 /// None when we already hold a lock at least that strong.
 unsafe fn add_lock(h: &RowHeader, mode: u32) -> Option<(u32, u32, u32)> {
-    let me: u32 = pg_sys::GetCurrentTransactionId().into();
+    let me: u32 = crate::pg_leaf::current_transaction_id();
     let single = |m: u32| (me, m << flag::LOCK_MODE_SHIFT, flag::LOCKER_MULTI | flag::LOCK_MODE_MASK);
     if h.locker == 0 {
         return Some(single(mode));
@@ -1064,7 +1064,7 @@ unsafe fn add_lock(h: &RowHeader, mode: u32) -> Option<(u32, u32, u32)> {
         if holder == me {
             return if held >= mode { None } else { Some(single(mode)) };
         }
-        if pg_sys::TransactionIdIsCurrentTransactionId(holder.into()) && held >= mode {
+        if crate::pg_leaf::TransactionIdIsCurrentTransactionId(holder.into()) && held >= mode {
             return None; // a parent (sub)transaction of ours holds it
         }
         if !pg_sys::TransactionIdIsInProgress(holder.into()) {
@@ -1076,7 +1076,7 @@ unsafe fn add_lock(h: &RowHeader, mode: u32) -> Option<(u32, u32, u32)> {
     }
     let members = multi_members(h.locker);
     if members.iter().any(|m| {
-        pg_sys::TransactionIdIsCurrentTransactionId(m.xid) && status_mode(m.status) >= mode
+        crate::pg_leaf::TransactionIdIsCurrentTransactionId(m.xid) && status_mode(m.status) >= mode
     }) {
         return None;
     }

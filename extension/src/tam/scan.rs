@@ -727,7 +727,7 @@ pub unsafe extern "C-unwind" fn scan_end(scan: pg_sys::TableScanDesc) {
     if d.base.rs_flags & pg_sys::ScanOptions::SO_TEMP_SNAPSHOT != 0 {
         pg_sys::UnregisterSnapshot(d.base.rs_snapshot);
     }
-    pg_sys::pfree(scan as *mut std::ffi::c_void);
+    crate::pg_leaf::pfree(scan as *mut std::ffi::c_void);
 }
 
 #[pg_guard]
