@@ -125,11 +125,20 @@ impl Encoder {
     /// The datums must be valid for their attributes' types and outlive the
     /// values returned by [`values`](Self::values).
     pub unsafe fn encode(&mut self, desc: pg_sys::TupleDesc, values: &[pg_sys::Datum], nulls: &[bool], ncols: usize) {
+        self.encode_some(desc, values, nulls, ncols, |_| true);
+    }
+
+    /// [`encode`](Self::encode) the attributes `wanted` accepts (0-based);
+    /// the others get NULL, as placeholders the caller must not store.
+    ///
+    /// # Safety
+    /// As for [`encode`](Self::encode).
+    pub unsafe fn encode_some(&mut self, desc: pg_sys::TupleDesc, values: &[pg_sys::Datum], nulls: &[bool], ncols: usize, wanted: impl Fn(usize) -> bool) {
         self.encs.clear();
         let atts = attrs(desc);
         self.encs.reserve(atts.len().max(ncols));
         for (i, att) in atts.iter().enumerate() {
-            if nulls[i] || att.attisdropped {
+            if nulls[i] || att.attisdropped || !wanted(i) {
                 self.encs.push(Enc::Null);
                 continue;
             }
