@@ -67,15 +67,3 @@ pub fn current_transaction_id() -> u32 {
     // SAFETY: a backend in a transaction that may write.
     unsafe { pg_sys::GetCurrentTransactionId() }.into()
 }
-
-/// PostgreSQL's inline `exec_rt_fetch`: the range table entry `rti`
-/// (1-based) of the statement (`list_nth` of its range table).
-///
-/// # Safety
-/// `rti` is an index into `estate`'s range table.
-#[inline]
-pub unsafe fn exec_rt_fetch(rti: pg_sys::Index, estate: *mut pg_sys::EState) -> *mut pg_sys::RangeTblEntry {
-    let table = (*estate).es_range_table;
-    debug_assert!(!table.is_null() && (rti as i32) <= (*table).length);
-    (*(*table).elements.add(rti as usize - 1)).ptr_value as *mut pg_sys::RangeTblEntry
-}

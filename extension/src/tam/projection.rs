@@ -204,7 +204,8 @@ unsafe fn columns_read(estate: *mut pg_sys::EState, rti: pg_sys::Index, rel: pg_
     if !stmt.is_null() && list_cells((*stmt).appendRelations).iter().any(|a| (*(a.ptr_value as *mut pg_sys::AppendRelInfo)).child_relid == rti) {
         return None;
     }
-    let rte = crate::pg_leaf::exec_rt_fetch(rti, estate);
+    // (PostgreSQL's inline exec_rt_fetch)
+    let rte = list_cells((*estate).es_range_table)[rti as usize - 1].ptr_value as *mut pg_sys::RangeTblEntry;
     let natts = (*(*rel).rd_att).natts as usize;
     let mut wanted = vec![false; natts];
     // An UPDATE's assignment to an element or field (`SET a[2] = 0`,
