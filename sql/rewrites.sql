@@ -188,3 +188,52 @@ ALTER TABLE part_anker DETACH PARTITION part_anker_2;
 SELECT twin_diff('part_heap', 'part_anker'), twin_diff('part_heap_2', 'part_anker_2');
 SELECT * FROM part_anker_2 ORDER BY k LIMIT 2;
 DROP TABLE rw_heap, rw_anker, gen_heap, gen_anker, part_heap, part_anker, part_heap_2, part_anker_2, part_anker_3;
+
+-- varchar(n) and char(n) of up to 63 characters get slots that hold n one-byte
+-- characters (32 and 64 bytes); longer values (multi-byte characters) go to
+-- blobs. A length changed without a rewrite keeps the slots, and the copies of
+-- VACUUM FULL and CLUSTER take them along.
+CREATE TABLE sl_heap (id int PRIMARY KEY, c char(24), v varchar(50), t varchar(15), x text, n numeric(8,2)) USING heap;
+CREATE TABLE sl_anker (id int PRIMARY KEY, c char(24), v varchar(50), t varchar(15), x text, n numeric(8,2)) USING anker;
+SELECT attnum, layout, bytes FROM anker.column_layout('sl_anker');
+CREATE FUNCTION twin_sl(stmt text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE replace(stmt, '$t', 'sl_heap');
+  EXECUTE replace(stmt, '$t', 'sl_anker');
+END $$;
+SELECT twin_sl($$INSERT INTO $t SELECT g, repeat(chr(97 + g % 26), g % 25), repeat('v', g % 51),
+                  left(md5(g::text), g % 16), repeat('x', g % 40), g / 7.0
+                  FROM generate_series(0, 400) g$$);
+SELECT twin_sl($$INSERT INTO $t VALUES (1001, repeat('é', 24), repeat('ü', 50), 'ß', '', NULL),
+                                     (1002, '', '', '', NULL, 0), (1003, NULL, NULL, NULL, 'y', -1.5)$$);
+SELECT twin_diff('sl_heap', 'sl_anker');
+SELECT id, c, length(v), octet_length(v), t FROM sl_anker WHERE id >= 1001 ORDER BY id;
+-- in place (no index on them), short to long and back, and at new row ids
+SELECT twin_sl($$UPDATE $t SET c = upper(c), v = left(v || 'é', 50), t = left('!' || coalesce(t, ''), 15) WHERE id % 3 = 0$$);
+SELECT twin_sl($$UPDATE $t SET v = left(v, 3), c = repeat('ñ', 20) WHERE id % 5 = 0$$);
+SELECT twin_sl($$UPDATE $t SET id = id + 2000, v = repeat('w', 50) WHERE id % 7 = 0$$);
+SELECT twin_diff('sl_heap', 'sl_anker');
+SELECT count(*) FROM sl_anker WHERE v = repeat('w', 50) AND c LIKE 'ñ%';
+-- longer limits without a rewrite: the slots stay, and longer values go to blobs
+SELECT twin_sl($$ALTER TABLE $t ALTER COLUMN v TYPE varchar(300), ALTER COLUMN t TYPE text$$);
+SELECT attnum, layout, bytes FROM anker.column_layout('sl_anker') WHERE attnum <= 4;
+SELECT twin_sl($$INSERT INTO $t VALUES (5001, 'short', repeat('v', 63), repeat('t', 31), 'x', 1),
+                                     (5002, 'short', repeat('v', 200), 't', 'x', 2)$$);
+SELECT twin_sl($$UPDATE $t SET v = v || repeat('+', 40) WHERE id % 4 = 0$$);
+SELECT twin_diff('sl_heap', 'sl_anker');
+-- VACUUM FULL and CLUSTER copy rows and versions into storage with the same slots
+VACUUM FULL sl_heap;
+VACUUM FULL sl_anker;
+SELECT attnum, layout, bytes FROM anker.column_layout('sl_anker') WHERE attnum <= 4;
+SELECT twin_diff('sl_heap', 'sl_anker');
+SELECT twin_sl($$UPDATE $t SET t = t || '?' WHERE id % 6 = 0$$);
+CLUSTER sl_heap USING sl_heap_pkey;
+CLUSTER sl_anker USING sl_anker_pkey;
+SELECT twin_diff('sl_heap', 'sl_anker');
+SELECT id, c, length(v), t FROM sl_anker WHERE id IN (5001, 5002) ORDER BY id;
+-- a rewrite makes the slots the new attributes ask for
+SELECT twin_sl($$ALTER TABLE $t ALTER COLUMN v TYPE varchar(20) USING left(v, 20)$$);
+SELECT attnum, layout, bytes FROM anker.column_layout('sl_anker') WHERE attnum <= 4;
+SELECT twin_diff('sl_heap', 'sl_anker');
+SELECT * FROM sl_anker WHERE id IN (5, 5001) ORDER BY id;
+DROP TABLE sl_heap, sl_anker;

@@ -34,9 +34,9 @@ cluster_psql -c "CREATE EXTENSION anker" -c "CREATE EXTENSION amcheck" >/dev/nul
 for am in anker heap; do
     t=t_$am
     cluster_psql >/dev/null <<SQL
-CREATE TABLE $t (id int PRIMARY KEY, grp int, v bigint, note text, n numeric(12,2)) USING $am;
+CREATE TABLE $t (id int PRIMARY KEY, grp int, v bigint, note text, n numeric(12,2), tag char(24)) USING $am;
 CREATE INDEX ${t}_grp ON $t (grp);
-INSERT INTO $t SELECT g, g % 50, g, 'note ' || g, g * 1.25 FROM generate_series(1, 3000) g;
+INSERT INTO $t SELECT g, g % 50, g, 'note ' || g, g * 1.25, 'tag ' || g FROM generate_series(1, 3000) g;
 INSERT INTO $t VALUES (200000, 0, 0, 'the prepared transaction updates me', 0);
 CREATE UNLOGGED TABLE u_$am (a int PRIMARY KEY, b text) USING $am;
 INSERT INTO u_$am SELECT g, 'u' || g FROM generate_series(1, 500) g;
@@ -51,8 +51,8 @@ cat > "$WORK/twins.sql" <<'SQL'
 \set id3 random(1, 6000)
 \set d random(1, 10)
 BEGIN ISOLATION LEVEL REPEATABLE READ;
-UPDATE t_anker SET v = v + :d, note = note || '.' WHERE id = :id;
-UPDATE t_heap SET v = v + :d, note = note || '.' WHERE id = :id;
+UPDATE t_anker SET v = v + :d, note = note || '.', tag = repeat(chr(96 + :d), 2 * :d) WHERE id = :id;
+UPDATE t_heap SET v = v + :d, note = note || '.', tag = repeat(chr(96 + :d), 2 * :d) WHERE id = :id;
 UPDATE t_anker SET grp = grp + 1 WHERE id = :id2;
 UPDATE t_heap SET grp = grp + 1 WHERE id = :id2;
 INSERT INTO t_anker VALUES (:id3, 0, :d, 'new', 0) ON CONFLICT (id) DO UPDATE SET n = t_anker.n + 1;

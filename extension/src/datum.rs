@@ -6,17 +6,18 @@
 //! * fixed-length pass-by-reference types up to [`MAX_INLINE_FIXED`] bytes
 //!   (uuid, interval, name, point, box, macaddr, ...): their bytes, inline,
 //!   the element width rounded up to a power of two;
-//! * variable-length types (`attlen` -1): detoasted on write. Values of at
-//!   most 15 payload bytes are stored in the 16-byte slot as a short
-//!   (1-byte header) varlena; longer ones as an immutable blob with a
-//!   regular 4-byte header, so a scan can hand out a pointer to it without
-//!   copying;
+//! * variable-length types (`attlen` -1): detoasted on write. A value
+//!   shorter than the column's slot is stored in it as a short (1-byte
+//!   header) varlena; longer ones as an immutable blob with a regular 4-byte
+//!   header, so a scan can hand out a pointer to it without copying. Slots
+//!   take 16 bytes, or up to 64 for a `varchar(n)` or `char(n)` whose `n`
+//!   one-byte characters fit ([`var_slot_bytes`]);
 //! * C strings (`attlen` -2) and larger fixed-length types: blobs.
 //!
 //! Dropped attributes store nothing (they are always NULL).
 
 use anker_engine::decimal::SLOT_NUMERIC_MAX;
-use anker_engine::table::{ColumnSpec, Value, ValueRef, VAR_SLOT};
+use anker_engine::table::{ColumnKind, ColumnSpec, Table, Value, ValueRef, MAX_VAR_SLOT, VAR_SLOT};
 use pgrx::pg_sys;
 
 /// Fixed-length pass-by-reference values larger than this go to blobs.
@@ -34,8 +35,40 @@ pub fn spec_for(att: &pg_sys::FormData_pg_attribute) -> ColumnSpec {
         ColumnSpec::fixed(1)
     } else if att.attbyval || (att.attlen > 0 && att.attlen <= MAX_INLINE_FIXED) {
         ColumnSpec::fixed(att.attlen as usize)
+    } else if att.attlen == -1 {
+        ColumnSpec::var_slot(var_slot_bytes(att))
     } else {
         ColumnSpec::var()
+    }
+}
+
+/// The slot a new variable-length column gets. A `varchar(n)` or `char(n)`
+/// of up to 63 characters gets one that holds `n` one-byte characters after
+/// the header (`char(24)`: 25 bytes, a 32-byte slot; `varchar(50)`: 64),
+/// which keeps them out of blobs: a blob costs a second cache miss per read
+/// and an allocation per write, and takes about as much memory as the slot
+/// (its length, allocator header and 4-byte varlena header). A value longer
+/// than its slot (multi-byte characters) still goes to a blob. Other types
+/// keep 16 bytes, which is what most short values need.
+fn var_slot_bytes(att: &pg_sys::FormData_pg_attribute) -> usize {
+    let limited = att.atttypid == pg_sys::VARCHAROID || att.atttypid == pg_sys::BPCHAROID;
+    let header = pg_sys::VARHDRSZ as i32;
+    match att.atttypmod - header {
+        n if limited && n > 0 && (n as usize) < MAX_VAR_SLOT => n as usize + 1,
+        _ => VAR_SLOT,
+    }
+}
+
+/// Bytes of the slot attribute `i` is stored in: its column's in `table`,
+/// or, for a column not there yet, the one [`spec_for`] gives it.
+#[inline]
+fn slot_bytes(att: &pg_sys::FormData_pg_attribute, i: usize, table: Option<&Table>) -> usize {
+    match table {
+        Some(t) if i < t.ncols() => match t.column(crate::shmem::arena(), i).spec() {
+            spec if spec.kind == ColumnKind::Var => spec.copy_bytes(),
+            _ => VAR_SLOT,
+        },
+        _ => spec_for(att).copy_bytes(),
     }
 }
 
@@ -48,7 +81,8 @@ enum Enc {
     Null,
     Fixed([u8; 8], usize),
     FixedRef(*const u8, usize),
-    Inline([u8; VAR_SLOT]),
+    /// A short varlena (its bytes in the first `.1` of `.0`).
+    Inline([u8; MAX_VAR_SLOT], usize),
     /// A short numeric: its short varlena (in a slot's bytes) and length.
     Numeric([u8; VAR_SLOT], usize),
     BlobRef(*const u8, usize),
@@ -117,15 +151,16 @@ pub unsafe fn varlena_payload<'a>(p: *const u8) -> &'a [u8] {
 }
 
 impl Encoder {
-    /// Encode `values`/`nulls` (one per attribute of `desc`) for a table
-    /// with `ncols` columns: columns beyond the attributes (left behind by
-    /// an aborted ALTER TABLE) get NULL.
+    /// Encode `values`/`nulls` (one per attribute of `desc`) for `table`
+    /// (None: for columns about to be created with [`spec_for`]): columns
+    /// beyond the attributes (left behind by an aborted ALTER TABLE) get
+    /// NULL.
     ///
     /// # Safety
     /// The datums must be valid for their attributes' types and outlive the
     /// values returned by [`values`](Self::values).
-    pub unsafe fn encode(&mut self, desc: pg_sys::TupleDesc, values: &[pg_sys::Datum], nulls: &[bool], ncols: usize) {
-        self.encode_some(desc, values, nulls, ncols, |_| true);
+    pub unsafe fn encode(&mut self, desc: pg_sys::TupleDesc, values: &[pg_sys::Datum], nulls: &[bool], table: Option<&Table>) {
+        self.encode_some(desc, values, nulls, table, |_| true);
     }
 
     /// [`encode`](Self::encode) the attributes `wanted` accepts (0-based);
@@ -133,7 +168,8 @@ impl Encoder {
     ///
     /// # Safety
     /// As for [`encode`](Self::encode).
-    pub unsafe fn encode_some(&mut self, desc: pg_sys::TupleDesc, values: &[pg_sys::Datum], nulls: &[bool], ncols: usize, wanted: impl Fn(usize) -> bool) {
+    pub unsafe fn encode_some(&mut self, desc: pg_sys::TupleDesc, values: &[pg_sys::Datum], nulls: &[bool], table: Option<&Table>, wanted: impl Fn(usize) -> bool) {
+        let ncols = table.map_or(0, |t| t.ncols());
         self.encs.clear();
         let atts = attrs(desc);
         self.encs.reserve(atts.len().max(ncols));
@@ -161,15 +197,17 @@ impl Encoder {
                 let total = varsize_any(p);
                 let header = if is_1b(p) { 1 } else { 4 };
                 let payload = total - header;
-                if payload < VAR_SLOT {
+                if payload < slot_bytes(att, i, table) {
                     // as a short varlena, whatever header it came with
-                    let mut slot = [0u8; VAR_SLOT];
+                    let mut slot = [0u8; MAX_VAR_SLOT];
                     slot[0] = (((payload + 1) as u8) << 1) | 1;
                     std::ptr::copy_nonoverlapping(p.add(header), slot.as_mut_ptr().add(1), payload);
                     if att.atttypid == pg_sys::NUMERICOID && payload < SLOT_NUMERIC_MAX {
-                        Enc::Numeric(slot, payload + 1)
+                        let mut short = [0u8; VAR_SLOT];
+                        short.copy_from_slice(&slot[..VAR_SLOT]);
+                        Enc::Numeric(short, payload + 1)
                     } else {
-                        Enc::Inline(slot)
+                        Enc::Inline(slot, payload + 1)
                     }
                 } else if header == 1 {
                     // Re-header as a 4-byte varlena for the blob.
@@ -197,7 +235,7 @@ impl Encoder {
                 Enc::Fixed(b, n) => Value::Fixed(&b[..*n]),
                 // SAFETY: encode's contract keeps the datums alive.
                 Enc::FixedRef(p, n) => Value::Fixed(unsafe { std::slice::from_raw_parts(*p, *n) }),
-                Enc::Inline(s) => Value::Inline(&s[..]),
+                Enc::Inline(s, n) => Value::Inline(&s[..*n]),
                 Enc::Numeric(v, n) => Value::Numeric(&v[..*n]),
                 // SAFETY: as above.
                 Enc::BlobRef(p, n) => Value::Blob(unsafe { std::slice::from_raw_parts(*p, *n) }),
@@ -233,7 +271,8 @@ pub unsafe fn to_datum_buffered(att: &pg_sys::FormData_pg_attribute, v: ValueRef
             }
         }
         ValueRef::Inline(p) => {
-            std::ptr::copy_nonoverlapping(p, buf, VAR_SLOT);
+            // (the slot's first byte is the short varlena's header: its length)
+            std::ptr::copy_nonoverlapping(p, buf, (*p >> 1) as usize);
             Some(pg_sys::Datum::from(buf as usize))
         }
         ValueRef::Blob(p, _) => {

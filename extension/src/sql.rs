@@ -179,3 +179,36 @@ fn compact(
         TableIterator::once((c.rows as i64, c.image_bytes as i64, c.log_bytes_before as i64, c.blocks_freed as i64))
     }
 }
+
+/// How an anker table stores each attribute: `fixed` values of `bytes`
+/// bytes, or `var` slots of `bytes` bytes (longer values go to blobs).
+#[pg_extern]
+fn column_layout(relation: pgrx::PgRelation) -> TableIterator<'static, (name!(attnum, i32), name!(layout, String), name!(bytes, i32))> {
+    // SAFETY: the relation is opened and closed here.
+    unsafe {
+        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+        let rel = pg_sys::relation_open(relation.oid(), lock);
+        if !crate::tam::is_anker(rel) {
+            pg_sys::relation_close(rel, lock);
+            pgrx::ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+                "anker.column_layout: not an anker table"
+            );
+        }
+        let table = crate::storage::table_of(rel);
+        let arena = shmem::arena();
+        let rows: Vec<_> = (0..table.ncols())
+            .map(|i| {
+                let spec = table.column(arena, i).spec();
+                let layout = match spec.kind {
+                    anker_engine::table::ColumnKind::Fixed => "fixed",
+                    anker_engine::table::ColumnKind::Var => "var",
+                };
+                (i as i32 + 1, layout.to_string(), spec.copy_bytes() as i32)
+            })
+            .collect();
+        pg_sys::relation_close(rel, lock);
+        TableIterator::new(rows)
+    }
+}

@@ -213,7 +213,7 @@ fn sync_columns(rel: pg_sys::Relation, t: &Table, desc: pg_sys::TupleDesc) {
         values[i] = missing;
         nulls[i] = isnull || att.attisdropped;
         // SAFETY: the missing value has the attribute's type.
-        unsafe { enc.encode(desc, &values, &nulls, 0) };
+        unsafe { enc.encode(desc, &values, &nulls, None) };
         let v = enc.values()[i];
         // SAFETY: rel is open.
         let added_here = !att.attisdropped && unsafe { !attribute_predates_xact((*rel).rd_id, att.attnum) };

@@ -16,7 +16,7 @@
 //! tell which changes a table loaded from disk already has.
 
 use crate::arena::{AllocResult, Arena};
-use crate::table::{flag, ColumnKind, ColumnSpec, ColumnState, RowChange, Table, Value, ValueRef, VAR_SLOT};
+use crate::table::{flag, ColumnKind, ColumnSpec, ColumnState, RowChange, Table, Value, ValueRef};
 
 /// One older version of a row, as an undo record holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,7 +73,7 @@ impl<'a> Val<'a> {
             ValueRef::Null => Val::Null,
             ValueRef::Fixed(p) => Val::Fixed(std::slice::from_raw_parts(p, 1 << spec.width_shift)),
             ValueRef::Inline(p) => {
-                let slot = std::slice::from_raw_parts(p, VAR_SLOT);
+                let slot = std::slice::from_raw_parts(p, 1 << spec.width_shift);
                 crate::decimal::tagged_numeric(slot).map_or(Val::Inline(slot), Val::Numeric)
             }
             ValueRef::Blob(p, n) => Val::Blob(std::slice::from_raw_parts(p, n as usize)),
@@ -114,6 +114,7 @@ pub enum DecodeError {
     BadKind(u8),
     BadValue(u8),
     BadNumber,
+    BadSpec,
     BadChecksum { seq: u64 },
 }
 
@@ -124,6 +125,7 @@ impl std::fmt::Display for DecodeError {
             DecodeError::BadKind(k) => write!(f, "unknown change kind {k}"),
             DecodeError::BadValue(k) => write!(f, "bad value tag {k}"),
             DecodeError::BadNumber => write!(f, "number out of range"),
+            DecodeError::BadSpec => write!(f, "bad column layout"),
             DecodeError::BadChecksum { seq } => write!(f, "checksum mismatch in change {seq}"),
         }
     }
@@ -255,7 +257,11 @@ impl<'a> Reader<'a> {
         let kind = if self.u8()? == ColumnKind::Var as u8 { ColumnKind::Var } else { ColumnKind::Fixed };
         let width_shift = self.u8()? as u32;
         let state = column_state(self.u8()?);
-        Ok((ColumnSpec { kind, width_shift }, state))
+        let spec = ColumnSpec { kind, width_shift };
+        if !spec.is_valid() {
+            return Err(DecodeError::BadSpec);
+        }
+        Ok((spec, state))
     }
     fn count(&mut self) -> Result<usize, DecodeError> {
         let n = self.u64()?;
@@ -811,7 +817,13 @@ mod tests {
     fn every_kind_round_trips() {
         let blob = vec![0u8; 40];
         let changes = vec![
-            Change::Create { columns: vec![(ColumnSpec::fixed(4), ColumnState::Permanent), (ColumnSpec::var(), ColumnState::Tentative)] },
+            Change::Create {
+                columns: vec![
+                    (ColumnSpec::fixed(4), ColumnState::Permanent),
+                    (ColumnSpec::var(), ColumnState::Tentative),
+                    (ColumnSpec::var_slot(64), ColumnState::Permanent),
+                ],
+            },
             Change::Insert {
                 row: 1 << 40,
                 xmin: u32::MAX,
@@ -840,6 +852,18 @@ mod tests {
         let back: Vec<(u64, Change)> = (&mut e).collect();
         assert_eq!(e.stopped, None);
         assert_eq!(back, changes.iter().enumerate().map(|(k, c)| (k as u64 + 1, trimmed(c))).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn layouts_no_table_can_hold_are_refused() {
+        for spec in [ColumnSpec { kind: ColumnKind::Var, width_shift: 3 }, ColumnSpec { kind: ColumnKind::Var, width_shift: 7 }, ColumnSpec { kind: ColumnKind::Fixed, width_shift: 9 }] {
+            let mut b = vec![];
+            Change::Create { columns: vec![(spec, ColumnState::Permanent)] }.encode(&mut b);
+            assert_eq!(Change::decode(&b), Err(DecodeError::BadSpec), "{spec:?}");
+            b.clear();
+            Change::SetColumn { col: 1, spec, fill: Val::Null, state: ColumnState::Permanent, owner_xid: 0 }.encode(&mut b);
+            assert_eq!(Change::decode(&b), Err(DecodeError::BadSpec), "{spec:?}");
+        }
     }
 
     #[test]

@@ -28,8 +28,11 @@ use crate::sync::{RwLatch, SpinLock};
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 pub const MAX_COLUMNS: usize = 1600;
-/// Bytes of a variable-length slot.
+/// Bytes of a variable-length slot: the narrowest, and always a numeric's
+/// (its scaled value sits beside the varlena, see `decimal::numeric_slot`).
 pub const VAR_SLOT: usize = 16;
+/// Bytes of the widest variable-length slot ([`ColumnSpec::var_slot`]).
+pub const MAX_VAR_SLOT: usize = 64;
 
 /// Identifies a table's storage: PostgreSQL's (tablespace, database,
 /// relfilenode, temp-backend) but the engine only needs it to be unique.
@@ -45,7 +48,8 @@ pub enum ColumnKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ColumnSpec {
     pub kind: ColumnKind,
-    /// log2 of the bytes stored per row (Var: always 4, a 16-byte slot).
+    /// log2 of the bytes stored per row (Var: 4 to 6, a slot of
+    /// [`VAR_SLOT`] to [`MAX_VAR_SLOT`] bytes).
     pub width_shift: u32,
 }
 
@@ -54,15 +58,34 @@ impl ColumnSpec {
         ColumnSpec { kind: ColumnKind::Fixed, width_shift: width.max(1).next_power_of_two().trailing_zeros() }
     }
     pub fn var() -> ColumnSpec {
-        ColumnSpec { kind: ColumnKind::Var, width_shift: 4 }
+        ColumnSpec::var_slot(VAR_SLOT)
     }
-    /// Bytes a reader copies out of a live page for one value of this
-    /// layout (a short varlena's slot, or the fixed width).
+    /// A variable-length column whose slots take `bytes` (rounded up to a
+    /// power of two, within [`VAR_SLOT`]..=[`MAX_VAR_SLOT`]): a value
+    /// shorter than its slot is stored in it, longer ones in a blob.
+    pub fn var_slot(bytes: usize) -> ColumnSpec {
+        let bytes = bytes.clamp(VAR_SLOT, MAX_VAR_SLOT).next_power_of_two();
+        ColumnSpec { kind: ColumnKind::Var, width_shift: bytes.trailing_zeros() }
+    }
+    /// Bytes of one stored element: the fixed width, or a variable-length
+    /// column's slot.
     pub fn copy_bytes(&self) -> usize {
+        1 << self.width_shift
+    }
+    /// Whether the layout is one a table can hold (specs come from WAL and
+    /// images too).
+    pub fn is_valid(&self) -> bool {
         match self.kind {
-            ColumnKind::Var => VAR_SLOT,
-            ColumnKind::Fixed => 1 << self.width_shift,
+            ColumnKind::Var => (VAR_SLOT.trailing_zeros()..=MAX_VAR_SLOT.trailing_zeros()).contains(&self.width_shift),
+            ColumnKind::Fixed => self.width_shift <= 6,
         }
+    }
+    /// Whether values stored with layout `self` read as values of layout
+    /// `attr` (the one an attribute now asks for): the same fixed width, or
+    /// both variable-length, whatever their slots (ALTER TABLE changes a
+    /// varchar's length limit without rewriting the table).
+    pub fn reads_as(&self, attr: ColumnSpec) -> bool {
+        self.kind == attr.kind && (self.kind == ColumnKind::Var || self.width_shift == attr.width_shift)
     }
 }
 
@@ -1339,15 +1362,15 @@ impl Table {
                 c.widen(b);
             }
             Value::Inline(b) => {
-                debug_assert!(b.len() <= VAR_SLOT && !b.is_empty() && b[0] != 0);
-                write_fixed(dst, VAR_SLOT, b)
+                debug_assert!(b.len() <= width && !b.is_empty() && b[0] != 0);
+                write_fixed(dst, width, b)
             }
-            Value::Numeric(b) => write_fixed(dst, VAR_SLOT, &decimal::numeric_slot(b)),
+            Value::Numeric(b) => write_fixed(dst, width, &decimal::numeric_slot(b)),
             Value::Blob(b) => {
                 let mut slot = [0u8; VAR_SLOT];
                 slot[4..8].copy_from_slice(&(b.len() as u32).to_ne_bytes());
                 slot[8..16].copy_from_slice(&blob.to_ne_bytes());
-                write_fixed(dst, VAR_SLOT, &slot)
+                write_fixed(dst, width, &slot)
             }
         }
         Ok(())
@@ -1576,12 +1599,13 @@ impl Table {
                         ValueRef::Fixed(p) => {
                             Value::Fixed(std::slice::from_raw_parts(p, 1 << self.column(arena, i).width_shift))
                         }
-                        ValueRef::Inline(p) => Value::Inline(std::slice::from_raw_parts(p, VAR_SLOT)),
+                        ValueRef::Inline(p) => Value::Inline(std::slice::from_raw_parts(p, 1 << self.column(arena, i).width_shift)),
                         ValueRef::Blob(p, n) => Value::Blob(std::slice::from_raw_parts(p, n as usize)),
                     }
                 }
             })
             .collect();
+        debug_assert!((0..ncols).all(|i| self.column(arena, i).spec() == dst.column(arena, i).spec()));
         let mut blobs = vec![];
         dst.prepare_blobs(arena, &values, &mut blobs)?;
         let keep = h.flags & (flag::HINTS | flag::SPECULATIVE);
@@ -1997,8 +2021,52 @@ mod tests {
                 let w = 1usize << t.column(arena, col).width_shift;
                 Some(unsafe { std::slice::from_raw_parts(p, w) }.to_vec())
             }
-            ValueRef::Inline(p) => Some(unsafe { std::slice::from_raw_parts(p, VAR_SLOT) }.to_vec()),
+            ValueRef::Inline(p) => Some(unsafe { std::slice::from_raw_parts(p, 1 << t.column(arena, col).width_shift) }.to_vec()),
             ValueRef::Blob(p, n) => Some(unsafe { std::slice::from_raw_parts(p, n as usize) }.to_vec()),
+        }
+    }
+
+    /// A variable-length column with wider slots holds values up to its slot
+    /// inline and longer ones in blobs, through in-place updates (and their undo
+    /// records) and copies.
+    #[test]
+    fn wide_var_slots_hold_longer_values_inline() {
+        let wide = ColumnSpec::var_slot(25);
+        assert_eq!(wide, ColumnSpec { kind: ColumnKind::Var, width_shift: 5 });
+        assert_eq!(ColumnSpec::var_slot(51).copy_bytes(), 64);
+        assert_eq!(ColumnSpec::var_slot(1000).copy_bytes(), MAX_VAR_SLOT);
+        assert_eq!(ColumnSpec::var_slot(3), ColumnSpec::var());
+        assert!(wide.is_valid() && ColumnSpec::var().is_valid());
+        assert!(wide.reads_as(ColumnSpec::var()) && ColumnSpec::var().reads_as(wide));
+        assert!(!ColumnSpec::fixed(8).reads_as(ColumnSpec::fixed(4)) && !wide.reads_as(ColumnSpec::fixed(16)));
+        let a = setup();
+        let dir = Directory::get(&a).unwrap();
+        let specs = || vec![ColumnSpec::fixed(4), wide];
+        let t = dir.get_or_create(&a, &[8, 8, 8, 0], &specs).unwrap();
+        let dst = dir.get_or_create(&a, &[8, 8, 8, 1], &specs).unwrap();
+        let mut inline = [b'a'; 25];
+        inline[0] = (25 << 1) | 1;
+        let big = vec![4u8; 40];
+        let r1 = insert_one(&a, t, &[Value::Fixed(&[1, 0, 0, 0]), Value::Inline(&inline)], 70);
+        let r2 = insert_one(&a, t, &[Value::Fixed(&[2, 0, 0, 0]), Value::Blob(&big)], 70);
+        assert!(matches!(t.value(&a, 1, r1), ValueRef::Inline(_)));
+        let padded = |b: &[u8]| [b, &vec![0; 32 - b.len()]].concat();
+        assert_eq!(read(&a, t, 1, r1).unwrap(), padded(&inline));
+        assert_eq!(read(&a, t, 1, r2).unwrap(), big);
+        // in place, blob to inline: the undo record keeps the blob
+        let h = t.header(&a, r2).unwrap();
+        let mut short = [b'b'; 20];
+        short[0] = (20 << 1) | 1;
+        assert!(t.update_in_place(&a, r2, &h, 71, 0, &[(1, Value::Inline(&short))], &[NULL_OFF]).unwrap());
+        assert_eq!(read(&a, t, 1, r2).unwrap(), padded(&short));
+        let h = t.header(&a, r2).unwrap();
+        let mut images = vec![];
+        unsafe { t.before_images(&a, a.get::<crate::version::UndoRec>(h.chain), &mut images) };
+        assert!(matches!(images[0].value, ValueRef::Blob(_, 40)));
+        for r in [r1, r2] {
+            let h = t.header(&a, r).unwrap();
+            let n = t.copy_row_to(&a, r, &h, dst).unwrap();
+            assert_eq!(read(&a, dst, 1, n), read(&a, t, 1, r));
         }
     }
 

@@ -210,7 +210,7 @@ impl Input {
                 continue;
             }
             let column = table.column(arena, c.att);
-            let Some((lo, hi)) = column.bounds().filter(|_| column.spec() == datum::spec_for(&atts[c.att])) else { continue };
+            let Some((lo, hi)) = column.bounds().filter(|_| column.spec().reads_as(datum::spec_for(&atts[c.att]))) else { continue };
             c.bounds = match c.kind {
                 Some(Kind::Int2 | Kind::Int4 | Kind::Int8) => Some((lo, hi)),
                 // (the conversions of the scan, which keep the order)
@@ -261,7 +261,7 @@ impl Input {
         // Columns read from pages must be stored as the attributes say; otherwise
         // every row goes through the reader, which adds missing values or refuses.
         let atts_desc = datum::attrs((*rel).rd_att);
-        let pages_ok = atts.iter().all(|&a| table.has_column(arena, a) && table.column(arena, a).spec() == datum::spec_for(&atts_desc[a]));
+        let pages_ok = atts.iter().all(|&a| table.has_column(arena, a) && table.column(arena, a).spec().reads_as(datum::spec_for(&atts_desc[a])));
         let copied_col: Vec<Option<usize>> = {
             let mut k = 0;
             self.columns

@@ -275,7 +275,7 @@ unsafe fn insert_slots(
         getallattrs(slot);
         let values = std::slice::from_raw_parts((*slot).tts_values, natts);
         let nulls = std::slice::from_raw_parts((*slot).tts_isnull, natts);
-        enc.encode(desc, values, nulls, ncols);
+        enc.encode(desc, values, nulls, Some(table));
     }
     let rows: Vec<Vec<_>> = encoders.0[..slots.len()].iter().map(|e| e.values()).collect();
     let mut blobs = Vec::with_capacity(rows.len() * ncols);
@@ -744,11 +744,11 @@ unsafe fn column_changed(table: &Table, row: u64, i: usize, new: &Value) -> bool
             stored[..b.len()] == **b && stored[b.len()..].iter().all(|&x| x == 0)
         }
         (ValueRef::Inline(p), Value::Inline(b)) => {
-            let stored = std::slice::from_raw_parts(p, anker_engine::table::VAR_SLOT);
-            stored[..b.len()] == **b && stored[b.len()..].iter().all(|&x| x == 0)
+            let stored = std::slice::from_raw_parts(p, width);
+            b.len() <= width && stored[..b.len()] == **b && stored[b.len()..].iter().all(|&x| x == 0)
         }
         (ValueRef::Inline(p), Value::Numeric(b)) => {
-            std::slice::from_raw_parts(p, anker_engine::table::VAR_SLOT) == anker_engine::decimal::numeric_slot(b)
+            std::slice::from_raw_parts(p, width.min(anker_engine::table::VAR_SLOT)) == anker_engine::decimal::numeric_slot(b)
         }
         (ValueRef::Blob(p, n), Value::Blob(b)) => std::slice::from_raw_parts(p, n as usize) == *b,
         _ => false,
@@ -919,7 +919,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
     // its 11 strings), and the whole row only for a new row id, below.
     let mut encoders = Encoders::take(1);
     let enc = &mut encoders.0[0];
-    enc.encode_some(desc, datums, nulls, table.ncols(), |i| may_change(table, &assigned, i));
+    enc.encode_some(desc, datums, nulls, Some(table), |i| may_change(table, &assigned, i));
     let new_values = enc.values();
     // An update that changes a key column (of a unique index usable by
     // foreign keys) locks like DELETE; others let KEY SHARE lockers be.
@@ -1008,7 +1008,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
     // them. The new row is ours alone until linked, so its locker can be
     // brought up to date while lockers come and go on the old one.
     let new_values = if assigned.is_some() {
-        enc.encode(desc, datums, nulls, table.ncols());
+        enc.encode(desc, datums, nulls, Some(table));
         enc.values()
     } else {
         new_values

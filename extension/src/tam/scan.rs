@@ -105,7 +105,7 @@ impl Reader {
             .map(|(i, a)| {
                 let by_att = match a.attlen {
                     _ if a.attbyval => 0,
-                    -1 => anker_engine::table::VAR_SLOT,
+                    -1 => datum::spec_for(a).copy_bytes(),
                     n if n > 0 && n <= datum::MAX_INLINE_FIXED => n as usize,
                     _ => 0,
                 };
@@ -452,7 +452,7 @@ impl Reader {
     unsafe fn check_desc(&mut self, rel: pg_sys::Relation, table: &Table, desc: pg_sys::TupleDesc) {
         let arena = shmem::arena();
         for (i, att) in datum::attrs(desc).iter().enumerate().take(self.natts) {
-            if *self.needed.add(i) && datum::spec_for(att) != table.column(arena, i).spec() {
+            if *self.needed.add(i) && !table.column(arena, i).spec().reads_as(datum::spec_for(att)) {
                 let name = std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr());
                 pgrx::error!(
                     "anker: stored column {} of \"{}\" does not match attribute \"{}\"",

@@ -18,7 +18,8 @@ use crate::error::OrRaise;
 use crate::shmem;
 use crate::storage::{self, table_of};
 use crate::visibility::{xid_state, XidState, FROZEN_XID, FIRST_NORMAL_XID};
-use anker_engine::table::{flag, RowChange, RowHeader, Table};
+use anker_engine::change::{Change, Val};
+use anker_engine::table::{flag, RowChange, RowHeader, Table, Value};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::collections::HashMap;
@@ -369,6 +370,7 @@ pub unsafe extern "C-unwind" fn relation_copy_for_cluster(
     } else {
         order.extend(0..src.nrows());
     }
+    adopt_layout(new_table, src, dst);
     let (live, recent, removed) = copy_rows(old_table, src, new_table, dst, order.into_iter(), Some(oldest_xmin.into()));
     *num_tuples = live + recent;
     *tups_vacuumed = removed;
@@ -385,6 +387,7 @@ pub unsafe extern "C-unwind" fn relation_copy_data(rel: pg_sys::Relation, newrno
         pg_sys::RelationCreateStorage(*newrnode, persistence, true);
         let src = table_of(rel);
         let dst = storage::create_new_storage(rel, &*newrnode);
+        adopt_layout(rel, src, dst);
         copy_rows_in_place(src, dst);
         pg_sys::RelationDropStorage(rel);
         return;
@@ -403,6 +406,28 @@ pub unsafe extern "C-unwind" fn relation_copy_data(rel: pg_sys::Relation, newrno
     }
     pg_sys::RelationDropStorage(rel);
     storage::adopt_copied_storage(rel, &*newrnode);
+}
+
+/// Give the empty `dst` (the storage of `dst_rel`) the slots of `src`'s
+/// variable-length columns where they differ, before rows are copied byte
+/// for byte with their older versions. `dst` was made with the slots its
+/// attributes ask for, while `src` keeps the ones its columns were made
+/// with (ALTER TABLE changes a `varchar`'s length without a rewrite).
+unsafe fn adopt_layout(dst_rel: pg_sys::Relation, src: &Table, dst: &Table) {
+    let arena = shmem::arena();
+    let _schema = dst.schema_lock.lock();
+    for i in 0..src.ncols().min(dst.ncols()) {
+        let (from, to) = (src.column(arena, i), dst.column(arena, i));
+        if from.spec() == to.spec() || !from.spec().reads_as(to.spec()) {
+            continue;
+        }
+        let (spec, state, owner_xid) = (from.spec(), to.state(), to.owner_xid());
+        crate::durable::write(dst_rel, dst, |log| {
+            dst.set_column(arena, i, spec, Value::Null, state).or_raise();
+            dst.column(arena, i).set_owner_xid(owner_xid);
+            log.push(&Change::SetColumn { col: i, spec, fill: Val::Null, state, owner_xid });
+        });
+    }
 }
 
 /// Copy every row of `src` into the empty `dst` at the same row id
