@@ -196,6 +196,8 @@ DROP TABLE rw_heap, rw_anker, gen_heap, gen_anker, part_heap, part_anker, part_h
 CREATE TABLE sl_heap (id int PRIMARY KEY, c char(24), v varchar(50), t varchar(15), x text, n numeric(8,2)) USING heap;
 CREATE TABLE sl_anker (id int PRIMARY KEY, c char(24), v varchar(50), t varchar(15), x text, n numeric(8,2)) USING anker;
 SELECT attnum, layout, bytes FROM anker.column_layout('sl_anker');
+SELECT * FROM anker.column_layout('sl_heap');
+SELECT * FROM anker.compact('sl_heap');
 CREATE FUNCTION twin_sl(stmt text) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
   EXECUTE replace(stmt, '$t', 'sl_heap');

@@ -152,6 +152,21 @@ COMMENT ON VIEW anker.tables IS 'anker tables of the current database and the me
     requires = [memory_usage, table_storage, counters, snapshot_list]
 );
 
+/// Open `relation` with `lock` for the SQL function `caller`, or raise
+/// ERRCODE_WRONG_OBJECT_TYPE (lock released) when it is not an anker table.
+/// The caller closes it with the same lock.
+///
+/// # Safety
+/// Called in a transaction.
+unsafe fn open_anker(relation: &pgrx::PgRelation, lock: pg_sys::LOCKMODE, caller: &str) -> pg_sys::Relation {
+    let rel = pg_sys::relation_open(relation.oid(), lock);
+    if !crate::tam::is_anker(rel) {
+        pg_sys::relation_close(rel, lock);
+        pgrx::ereport!(ERROR, PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE, format!("{caller}: not an anker table"));
+    }
+    rel
+}
+
 /// Compact an anker table's on-disk change log now: write an image of the
 /// table from a virtual snapshot and free the log before it (VACUUM does
 /// this by itself once the log since the last image outgrows the image).
@@ -163,15 +178,7 @@ fn compact(
     // (which keeps another compaction out).
     unsafe {
         let lock = pg_sys::ShareUpdateExclusiveLock as pg_sys::LOCKMODE;
-        let rel = pg_sys::relation_open(relation.oid(), lock);
-        if !crate::tam::is_anker(rel) {
-            pg_sys::relation_close(rel, lock);
-            pgrx::ereport!(
-                ERROR,
-                PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
-                "anker.compact: not an anker table"
-            );
-        }
+        let rel = open_anker(&relation, lock, "anker.compact");
         let table = crate::storage::table_of(rel);
         let done = crate::durable::compact::compact(rel, table);
         pg_sys::relation_close(rel, lock);
@@ -187,15 +194,7 @@ fn column_layout(relation: pgrx::PgRelation) -> TableIterator<'static, (name!(at
     // SAFETY: the relation is opened and closed here.
     unsafe {
         let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
-        let rel = pg_sys::relation_open(relation.oid(), lock);
-        if !crate::tam::is_anker(rel) {
-            pg_sys::relation_close(rel, lock);
-            pgrx::ereport!(
-                ERROR,
-                PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
-                "anker.column_layout: not an anker table"
-            );
-        }
+        let rel = open_anker(&relation, lock, "anker.column_layout");
         let table = crate::storage::table_of(rel);
         let arena = shmem::arena();
         let rows: Vec<_> = (0..table.ncols())
