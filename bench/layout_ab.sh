@@ -15,44 +15,13 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
-A=; B=; W=4; CLIENTS=2; DURATION=30; ROUNDS=8; CONF=()
-while [ $# -gt 0 ]; do
-    case $1 in
-        --a) A=$2; shift 2 ;;
-        --b) B=$2; shift 2 ;;
-        --warehouses) W=$2; shift 2 ;;
-        --clients) CLIENTS=$2; shift 2 ;;
-        --duration) DURATION=$2; shift 2 ;;
-        --rounds) ROUNDS=$2; shift 2 ;;
-        --conf) CONF+=("$2"); shift 2 ;;
-        *) sed -n '2,14p' "$0" >&2; exit 2 ;;
-    esac
-done
-[ -f "$A" ] && [ -f "$B" ] || { echo "--a and --b must name two anker.so files" >&2; exit 2; }
-. "$BENCH/lib/cluster.sh"
-. "$BENCH/lib/tpcc.sh"
-tpcc_mix_args standard
-LIB=$("${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}" --pkglibdir)/anker.so
-SAVED=$(mktemp /tmp/anker-installed.XXXXXX.so)
-cp "$LIB" "$SAVED"
-finish() {
-    cluster_cleanup
-    cp "$SAVED" "$LIB" && rm -f "$SAVED"
-}
-trap finish EXIT
-export PGOPTIONS="-c client_min_messages=warning"
-cp "$A" "$LIB"
-cluster_start "shared_preload_libraries = 'anker'" "shared_buffers = '2GB'" "synchronous_commit = off" \
-    "max_wal_size = '16GB'" "checkpoint_timeout = '30min'" "max_parallel_workers_per_gather = 0" \
-    "jit = off" "${CONF[@]}"
-WORK=$(cluster_workdir)
+W=4; CLIENTS=2; DURATION=30; ROUNDS=8
+. "$BENCH/lib/two_builds.sh"
+two_builds_start 2,14p "$@"
 tpcc_create_db tpcc_a anker "$W"
-cluster_stop
-cp "$B" "$LIB"
-_cluster_as_owner "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 300 start >/dev/null
+two_builds_restart_with "$B"
 tpcc_create_db tpcc_b anker "$W"
 cluster_psql -q -c CHECKPOINT
-threads=$CLIENTS; [ "$threads" -gt "$(nproc)" ] && threads=$(nproc)
 postmaster=$(head -n1 "$CLUSTER_DATA/postmaster.pid")
 oltp() { # $1 = database, $2 = seconds; prints "tps transactions client_cpu_seconds"
     local out
@@ -84,3 +53,6 @@ echo "B/A tps $(awk -v b="${tps_sum[tpcc_b]}" -v a="${tps_sum[tpcc_a]}" 'BEGIN {
 for db in tpcc_a tpcc_b; do
     echo "$db: anker holds $(cluster_psql -d "$db" -At -c "SELECT pg_size_pretty(sum(bytes)) FROM anker.tables")"
 done
+bad=0
+for db in tpcc_a tpcc_b; do two_builds_check "$db" || bad=1; done
+exit "$bad"
