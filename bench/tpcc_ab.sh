@@ -10,8 +10,10 @@
 # Rounds run heap then anker, then anker then heap, and so on (ABBA), so a drift of the machine
 # over the run favours neither. Prints tps per database per round (with its UTC times), the
 # anker/heap ratio of the sums and of each pair of rounds (their spread is the run's noise),
-# WAL bytes per transaction of each engine (the rounds run one at a time, so the WAL written
-# during a round is that engine's), and checks the TPC-C consistency conditions in both
+# WAL bytes per transaction of each engine, twice: as written during its rounds, and with each
+# record that names a block of one database counted for that database's engine (autovacuum
+# and anker's images run on into the next round, which may be the other engine's), and checks
+# the TPC-C consistency conditions in both
 # databases at the end. `--conf 'synchronous_commit = on'` overrides a default. --perf SEC
 # records `perf record -a -g` for SEC seconds in the middle of each engine's last round (needs
 # linux-perf) into DIR (default: a new directory under /tmp) and prints the top symbols.
@@ -50,7 +52,7 @@ trap cluster_cleanup EXIT
 cluster_start "shared_preload_libraries = 'anker'" "anker.snapshot_method = '$METHOD'" \
     "shared_buffers = '2GB'" "synchronous_commit = off" "max_wal_size = '16GB'" \
     "checkpoint_timeout = '30min'" "max_parallel_workers_per_gather = 0" "jit = off" \
-    "log_autovacuum_min_duration = 0" "${CONF[@]}"
+    "log_autovacuum_min_duration = 0" "wal_keep_size = '32GB'" "${CONF[@]}"
 WORK=$(cluster_workdir)
 for am in heap anker; do
     tpcc_create_db "tpcc_$am" "$am" "$W"
@@ -84,8 +86,8 @@ oltp() { # $1 = database, $2 = seconds; prints "tps transactions wal_bytes user_
 }
 for am in heap anker; do oltp "tpcc_$am" 10 >/dev/null; done   # warm-up
 
-declare -A sum xsum wsum usersum syssum syncsum breakdown cpu round_tps latency
-ratios=()
+declare -A wattr sum xsum wsum usersum syssum syncsum breakdown cpu round_tps latency
+ratios=(); round_lsns=()
 for r in $(seq 1 "$ROUNDS"); do
     order="heap anker"; [ $((r % 2)) = 0 ] && order="anker heap"
     for am in $order; do
@@ -95,8 +97,10 @@ for r in $(seq 1 "$ROUNDS"); do
             perf_pid=$!
         fi
         started=$(date -u +%T)
+        from=$(cluster_psql -At -c "SELECT pg_current_wal_insert_lsn()")
         read -r tps xacts wal user sys syncs usage < <(oltp "tpcc_$am" "$DURATION")
         ended=$(date -u +%T)
+        round_lsns+=("$am $from $(cluster_psql -At -c "SELECT pg_current_wal_insert_lsn()")")
         for pair in $usage; do
             cpu[$am.${pair%%=*}]=$(echo "${cpu[$am.${pair%%=*}]:-0} + ${pair#*=}" | bc -l)
         done
@@ -130,6 +134,33 @@ printf 'anker/heap by round: %s (median %.3f)\n' "$(printf '%.3f ' "${ratios[@]}
 printf 'WAL bytes per transaction: heap %.0f, anker %.0f, anker/heap = %.3f\n' \
     "$(echo "${wsum[heap]} / ${xsum[heap]}" | bc -l)" "$(echo "${wsum[anker]} / ${xsum[anker]}" | bc -l)" \
     "$(echo "(${wsum[anker]} / ${xsum[anker]}) / (${wsum[heap]} / ${xsum[heap]})" | bc -l)"
+# The WAL of a round is not all its engine's: autovacuum, and the images anker's VACUUM
+# writes, run on into the other engine's next round. Count each record that names a block of
+# one of the two databases for that database's engine (the rest, commits among them, for the
+# round's engine), moving record_length bytes (without the record's alignment padding).
+# Reads the whole run's WAL once more (wal_keep_size keeps it; about 25 s per GB here).
+cluster_psql -At -c "SELECT pg_switch_wal()" >/dev/null
+declare -A moved_from moved_to
+attributed=1
+for round in "${round_lsns[@]}"; do
+    read -r am from to <<< "$round"
+    other=heap; [ "$am" = heap ] && other=anker
+    bytes=$(cluster_psql -At -c "SELECT coalesce(sum(record_length), 0) FROM pg_get_wal_records_info('$from', '$to')
+        WHERE substring(block_ref from '^blkref #[0-9]+: rel [0-9]+/([0-9]+)/')::oid = (SELECT oid FROM pg_database WHERE datname = 'tpcc_$other')" 2>/dev/null) ||
+        { attributed=0; break; }
+    moved_from[$am]=$(( ${moved_from[$am]:-0} + bytes )); moved_to[$other]=$(( ${moved_to[$other]:-0} + bytes ))
+done
+if [ "$attributed" = 1 ]; then
+    for am in heap anker; do
+        wattr[$am]=$(( wsum[$am] - ${moved_from[$am]:-0} + ${moved_to[$am]:-0} ))
+    done
+    printf 'WAL bytes per transaction, records counted for the engine whose database they name: heap %.0f, anker %.0f, anker/heap = %.3f (moved from anker rounds to heap %.0f, from heap rounds to anker %.0f bytes per transaction)\n' \
+        "$(echo "${wattr[heap]} / ${xsum[heap]}" | bc -l)" "$(echo "${wattr[anker]} / ${xsum[anker]}" | bc -l)" \
+        "$(echo "(${wattr[anker]} / ${xsum[anker]}) / (${wattr[heap]} / ${xsum[heap]})" | bc -l)" \
+        "$(echo "${moved_to[heap]:-0} / ${xsum[heap]}" | bc -l)" "$(echo "${moved_to[anker]:-0} / ${xsum[anker]}" | bc -l)"
+else
+    echo "WAL by database: not available (the run's WAL was no longer there to read)"
+fi
 # Each transaction type's latency, mean of the rounds' means: where one engine spends more
 # per transaction (with two clients on two cores, latency is mostly CPU).
 for name in $(printf '%s\n' "${!latency[@]}" | sed -n 's/\.heap$//p' | sort); do
