@@ -43,4 +43,4 @@ done
 printf 'A %.0f tps, B %.0f tps, B/A = %.3f\n' "$(echo "${sum[A]} / $ROUNDS" | bc -l)" \
     "$(echo "${sum[B]} / $ROUNDS" | bc -l)" "$(echo "${sum[B]} / ${sum[A]}" | bc -l)"
 printf 'B/A by round: %s\n' "$(printf '%.3f ' "${ratios[@]}")"
-two_builds_check tpcc
+tpcc_check tpcc

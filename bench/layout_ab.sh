@@ -54,5 +54,5 @@ for db in tpcc_a tpcc_b; do
     echo "$db: anker holds $(cluster_psql -d "$db" -At -c "SELECT pg_size_pretty(sum(bytes)) FROM anker.tables")"
 done
 bad=0
-for db in tpcc_a tpcc_b; do two_builds_check "$db" || bad=1; done
+for db in tpcc_a tpcc_b; do tpcc_check "$db" || bad=1; done
 exit "$bad"

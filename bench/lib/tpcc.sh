@@ -10,6 +10,10 @@
 #       set the array TPCC_MIX_ARGS to pgbench's -f options for the transaction mix: standard
 #       (NewOrder 45, Payment 43, OrderStatus, Delivery, StockLevel 4 each; the default) or
 #       paper (NewOrder, Payment, OrderStatus 1:1:1). Returns 1 for another name.
+#
+#   tpcc_check DB
+#       check the TPC-C consistency conditions (tpcc/check.sql) in DB and say whether they
+#       hold; returns 1 when one fails.
 
 tpcc_create_db() {
     local db=$1 am=$2 w=$3 dir
@@ -33,4 +37,15 @@ tpcc_mix_args() {
     esac
     TPCC_MIX_ARGS=()
     for s in "${scripts[@]}"; do TPCC_MIX_ARGS+=(-f "$dir/${s%@*}.pgbench@${s#*@}"); done
+}
+
+tpcc_check() {
+    local db=$1 dir out
+    dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../tpcc" && pwd)
+    out=$(cluster_psql -At -F '|' -d "$db" -f "$dir/check.sql")
+    if printf '%s\n' "$out" | awk -F'|' '$2 != 0 {bad = 1} END {exit !bad}'; then
+        echo "$db: CONSISTENCY VIOLATED: $(printf '%s' "$out" | tr '\n' ';')"
+        return 1
+    fi
+    echo "$db: consistency conditions hold"
 }

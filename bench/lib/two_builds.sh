@@ -49,14 +49,3 @@ two_builds_restart_with() {
     cp "$1" "$LIB"
     _cluster_as_owner "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 120 start >/dev/null
 }
-
-# Check the TPC-C consistency conditions in database `$1`; returns 1 when one fails.
-two_builds_check() {
-    local out
-    out=$(cluster_psql -At -F '|' -d "$1" -f "$BENCH/tpcc/check.sql")
-    if printf '%s\n' "$out" | awk -F'|' '$2 != 0 {bad = 1} END {exit !bad}'; then
-        echo "$1: CONSISTENCY VIOLATED: $(printf '%s' "$out" | tr '\n' ';')"
-        return 1
-    fi
-    echo "$1: consistency conditions hold"
-}
