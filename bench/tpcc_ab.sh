@@ -65,8 +65,8 @@ postmaster=$(head -n1 "$CLUSTER_DATA/postmaster.pid")
 # the machine's user and system CPU time so far (clock ticks)
 machine_cpu() { awk '/^cpu / {print $2 + $3, $4}' /proc/stat; }
 wal_syncs() { cluster_psql -At -c "SELECT wal_sync FROM pg_stat_wal"; }
-oltp() { # $1 = database, $2 = seconds; prints "tps transactions wal_bytes user_ticks system_ticks
-         # wal_syncs kind=cpu_seconds..."
+oltp() { # $1 = database, $2 = seconds; prints "tps transactions wal_bytes from_lsn to_lsn
+         # user_ticks system_ticks wal_syncs kind=cpu_seconds..."
     local before out user0 sys0 user1 sys1 syncs0
     before=$(cluster_psql -At -c "SELECT pg_current_wal_insert_lsn()")
     syncs0=$(wal_syncs)
@@ -80,7 +80,7 @@ oltp() { # $1 = database, $2 = seconds; prints "tps transactions wal_bytes user_
                        /latency average/ && n != "" {print n, $(NF - 1); n = ""}' > "$WORK/latency_by_type"
     echo "$(echo "$out" | grep -Eo 'tps = [0-9.]+' | head -n1 | awk '{print $3}')" \
         "$(echo "$out" | grep -Eo 'transactions actually processed: [0-9]+' | awk '{print $4}')" \
-        "$(cluster_psql -At -c "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$before')::bigint")" \
+        "$(cluster_psql -At -F ' ' -c "SELECT pg_wal_lsn_diff(l, '$before')::bigint, '$before', l FROM pg_current_wal_insert_lsn() l")" \
         $((user1 - user0)) $((sys1 - sys0)) $(( $(wal_syncs) - syncs0 )) \
         "$(echo "$out" | sed -n 's/^cpu: //p')"
 }
@@ -97,19 +97,17 @@ for r in $(seq 1 "$ROUNDS"); do
             perf_pid=$!
         fi
         started=$(date -u +%T)
-        from=$(cluster_psql -At -c "SELECT pg_current_wal_insert_lsn()")
-        read -r tps xacts wal user sys syncs usage < <(oltp "tpcc_$am" "$DURATION")
+        read -r tps xacts wal from to user sys syncs usage < <(oltp "tpcc_$am" "$DURATION")
         ended=$(date -u +%T)
-        round_lsns+=("$am $from $(cluster_psql -At -c "SELECT pg_current_wal_insert_lsn()")")
+        round_lsns+=("$am $from $to")
         for pair in $usage; do
             cpu[$am.${pair%%=*}]=$(echo "${cpu[$am.${pair%%=*}]:-0} + ${pair#*=}" | bc -l)
         done
         if [ "$r" = "$ROUNDS" ]; then
             # where this round's WAL went (pg_walinspect reads flushed WAL only:
             # the switch flushes; read now, before a checkpoint recycles it)
-            end=$(cluster_psql -At -c "SELECT pg_current_wal_insert_lsn()")
             cluster_psql -At -c "SELECT pg_switch_wal()" >/dev/null
-            breakdown[$am]=$(cluster_psql -At -F ' ' -c "SELECT \"resource_manager/record_type\", round(combined_size::numeric / $xacts), round(count::numeric / $xacts, 2), round(fpi_size::numeric / $xacts) FROM pg_get_wal_stats('$end'::pg_lsn - $wal::numeric, '$end', true) WHERE combined_size > 0 ORDER BY combined_size DESC LIMIT 12" 2>/dev/null | sed 's/^/  /') ||
+            breakdown[$am]=$(cluster_psql -At -F ' ' -c "SELECT \"resource_manager/record_type\", round(combined_size::numeric / $xacts), round(count::numeric / $xacts, 2), round(fpi_size::numeric / $xacts) FROM pg_get_wal_stats('$from', '$to', true) WHERE combined_size > 0 ORDER BY combined_size DESC LIMIT 12" 2>/dev/null | sed 's/^/  /') ||
                 breakdown[$am]="  (a checkpoint recycled the round's WAL before it was read)"
         fi
         [ -n "$perf_pid" ] && wait "$perf_pid"
@@ -194,14 +192,7 @@ for am in heap anker; do
     echo "tpcc_$am autovacuum runs: $(cluster_psql -At -d "tpcc_$am" -c "SELECT coalesce(string_agg(relname || ' ' || autovacuum_count, ', ' ORDER BY relname), 'none') FROM pg_stat_user_tables WHERE autovacuum_count > 0")"
 done
 bad=0
-for am in heap anker; do
-    out=$(cluster_psql -At -F '|' -d "tpcc_$am" -f "$BENCH/tpcc/check.sql")
-    if printf '%s\n' "$out" | awk -F'|' '$2 != 0 {bad = 1} END {exit !bad}'; then
-        echo "tpcc_$am: CONSISTENCY VIOLATED: $(printf '%s' "$out" | tr '\n' ';')"; bad=1
-    else
-        echo "tpcc_$am: consistency conditions hold"
-    fi
-done
+for am in heap anker; do tpcc_check "tpcc_$am" || bad=1; done
 if [ "$PERF" -gt 0 ]; then
     for am in heap anker; do
         echo "== perf, $am: top symbols (self, all CPUs) =="
