@@ -177,7 +177,10 @@ fn undo(entries: &[Entry]) {
         if let Some(t) = dir.lookup(arena, &e.key) {
             // Logged: replaying a table's log must not need the clog to
             // know which versions were put back.
-            crate::durable::write_table(t, |log| crate::tam::modify::undo_update_into(t, e.row, e.xid, log));
+            // Out of memory for a page copy, the update stays: readers read
+            // through it and the row's next writer or VACUUM puts it back
+            // (an error here, in abort processing, would escalate).
+            let _ = crate::durable::write_table(t, |log| crate::tam::modify::undo_update_into(t, e.row, e.xid, log));
         }
     }
 }

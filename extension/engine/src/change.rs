@@ -683,10 +683,7 @@ impl Table {
                     }
                 }
             }
-            Change::Undo { row, xid } => {
-                self.undo_update(arena, *row, *xid);
-                Ok(())
-            }
+            Change::Undo { row, xid } => self.undo_update(arena, *row, *xid).map(|_| ()),
             Change::Chain { row, records } => self.build_chain(arena, *row, records),
             Change::SetColumn { col, spec, fill, state, owner_xid } => {
                 let _g = self.schema_lock.lock();

@@ -247,36 +247,33 @@ impl Table {
 
     /// Undo the newest in-place update of `row` if `xid` made it: put the
     /// before-images back and unlink the record. Returns false when there
-    /// is nothing of `xid` to undo (or, out of memory for a page copy, when
-    /// it cannot be done now; readers then keep using the chain).
-    pub fn undo_update(&self, arena: &Arena, row: u64, xid: u32) -> bool {
+    /// is nothing of `xid` to undo (someone else may just have undone it),
+    /// an error when a page copy finds no memory.
+    pub fn undo_update(&self, arena: &Arena, row: u64, xid: u32) -> AllocResult<bool> {
         let _g = self.latch.shared();
         let epoch = self.snap_epoch.load(Ordering::Acquire);
         let mut retire = |r| self.retire_replaced(arena, r);
-        let Some(h) = self.header(arena, row) else { return false };
+        let Some(h) = self.header(arena, row) else { return Ok(false) };
         if h.xmin != xid || h.chain == NULL_OFF {
-            return false;
+            return Ok(false);
         }
         // SAFETY: the record is linked from the row; we are its only writer.
         let rec = unsafe { arena.get::<UndoRec>(h.chain) };
         if rec.superseded_by != xid {
-            return false;
+            return Ok(false);
         }
         let mut images = vec![];
         // SAFETY: as above.
         unsafe { self.before_images(arena, rec, &mut images) };
-        let Ok(sp) = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire) else { return false };
-        let Ok(cp) = self.cids.page_for_write(arena, &self.heap, row, epoch, &mut retire) else { return false };
-        let Ok(lp) = self.links.page_for_write(arena, &self.heap, row, epoch, &mut retire) else { return false };
+        let sp = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
+        let cp = self.cids.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
+        let lp = self.links.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
         let mut pages = Vec::with_capacity(images.len());
         for im in &images {
             let col = self.column(arena, im.col);
-            let Ok(vp) = col.values.page_for_write(arena, &self.heap, row, epoch, &mut retire) else { return false };
+            let vp = col.values.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
             let np = if im.value == ValueRef::Null || col.nulls.page_for_row(arena, row).is_some() {
-                match col.nulls.page_for_write(arena, &self.heap, row, epoch, &mut retire) {
-                    Ok(np) => Some(np),
-                    Err(_) => return false,
-                }
+                Some(col.nulls.page_for_write(arena, &self.heap, row, epoch, &mut retire)?)
             } else {
                 None
             };
@@ -294,7 +291,7 @@ impl Table {
         let old = Self::latch_row(s);
         if s.xmin.load(Ordering::Relaxed) != xid || l.chain.load(Ordering::Relaxed) != h.chain {
             s.flags.store(old, Ordering::Release);
-            return false;
+            return Ok(false);
         }
         let mut dead_blobs = vec![];
         for (k, im) in images.iter().enumerate() {
@@ -331,7 +328,7 @@ impl Table {
         for b in dead_blobs {
             self.retire(arena, RetiredKind::Object, b);
         }
-        true
+        Ok(true)
     }
 
     /// Pointer to the element data of entry `k` of `rec`.

@@ -172,7 +172,7 @@ proptest! {
                     loop {
                         let h = table.header(&arena, r).unwrap();
                         if w.status.get(&h.xmin) != Some(&Status::Aborted) { break; }
-                        prop_assert!(table.undo_update(&arena, r, h.xmin));
+                        prop_assert!(table.undo_update(&arena, r, h.xmin).unwrap());
                     }
                     let h = table.header(&arena, r).unwrap();
                     let blob = vec![(v % 251) as u8; (v % 100) as usize + 20];
@@ -197,7 +197,7 @@ proptest! {
                     }
                     if eager {
                         for (x, r) in tx.writes.iter().rev() {
-                            prop_assert!(table.undo_update(&arena, *r, *x));
+                            prop_assert!(table.undo_update(&arena, *r, *x).unwrap());
                         }
                     }
                     // otherwise lazy: readers walk past the aborted versions,
@@ -225,7 +225,7 @@ proptest! {
                         }
                     }
                     for (x, r) in mine.iter().rev() {
-                        prop_assert!(table.undo_update(&arena, *r, *x));
+                        prop_assert!(table.undo_update(&arena, *r, *x).unwrap());
                         w.versions[*r as usize].retain(|(_, c)| c != x);
                     }
                     txns[t].writes.retain(|(x, _)| *x != sub);

@@ -191,7 +191,7 @@ fn run(ops: &[Op]) {
             }
             Op::Undo(row) => {
                 let Some(h) = live(*row) else { continue };
-                if t.undo_update(&a, *row, h.xmin) {
+                if t.undo_update(&a, *row, h.xmin).unwrap() {
                     log_change(Change::Undo { row: *row, xid: h.xmin });
                 }
             }

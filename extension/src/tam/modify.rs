@@ -28,6 +28,7 @@ use crate::shmem;
 use crate::durable;
 use crate::storage::{table_for_write, table_of};
 use crate::visibility::{xid_state, Seen, Visibility, XidState};
+use anker_engine::arena::AllocResult;
 use anker_engine::change::{Change, Val};
 use anker_engine::table::{flag, RowChange, RowHeader, Table, Value, ValueRef};
 use pgrx::pg_sys;
@@ -174,9 +175,9 @@ pub(super) fn modify_logged(rel: pg_sys::Relation, table: &Table, row: u64, h: &
 }
 
 /// [`Table::undo_update`] (the repair of an aborted in-place update),
-/// logged.
+/// logged. False: nothing of `xid` to undo (any more).
 pub(super) fn undo_logged(rel: pg_sys::Relation, table: &Table, row: u64, xid: u32) -> bool {
-    durable::write(rel, table, |log| undo_update_into(table, row, xid, log))
+    durable::write(rel, table, |log| undo_update_into(table, row, xid, log)).or_raise()
 }
 
 /// Put back what aborted in-place updates left in `row` (whose header the
@@ -189,29 +190,42 @@ pub(super) fn undo_logged(rel: pg_sys::Relation, table: &Table, row: u64, xid: u
 /// by their stored stamps (VACUUM, CLUSTER and VACUUM FULL, index builds,
 /// ANALYZE) calls this first: CLUSTER dropped such rows and CREATE INDEX
 /// left them out of the index.
+///
+/// Another backend may put the same update back first (the aborting one,
+/// or a writer): the header is then read again, never judged as it was.
+/// Until 2026-11-30 a lost race returned the header read before, with the
+/// aborted creator, and VACUUM vacated the row, losing its committed
+/// version (`tests/twin_fuzz.sh` found it, with autovacuum running beside
+/// rollbacks).
 pub(super) unsafe fn put_back_aborted(rel: pg_sys::Relation, table: &Table, row: u64, mut h: RowHeader) -> Option<RowHeader> {
-    while h.chain != 0
-        && xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut 0) == XidState::Aborted
-        && undo_logged(rel, table, row, h.xmin)
-    {
-        h = super::header_now(table, row)?;
+    while h.chain != 0 && xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut 0) == XidState::Aborted {
+        let undone = undo_logged(rel, table, row, h.xmin);
+        let now = super::header_now(table, row)?;
+        if !undone && (now.xmin, now.chain) == (h.xmin, h.chain) {
+            // (the row did not change, yet its newest update was not the
+            // aborted creator's: judging the row by it could vacate a
+            // committed version)
+            let name = std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()).to_string_lossy();
+            pgrx::error!("anker: cannot put back the aborted update of row {row} of \"{name}\"");
+        }
+        h = now;
     }
     Some(h)
 }
 
 /// [`Table::undo_update`] described in `log` (the body of a durable write:
 /// also the eager undo of an aborting transaction, `undo.rs`).
-pub(crate) fn undo_update_into(table: &Table, row: u64, xid: u32, log: &mut durable::Log) -> bool {
+pub(crate) fn undo_update_into(table: &Table, row: u64, xid: u32, log: &mut durable::Log) -> AllocResult<bool> {
     // (it reads the record before latching the row: another undo of the
     // same update may retire it meanwhile)
     let done = {
         let _epoch = shmem::enter_epoch();
-        table.undo_update(shmem::arena(), row, xid)
+        table.undo_update(shmem::arena(), row, xid)?
     };
     if done {
         log.push(&Change::Undo { row, xid });
     }
-    done
+    Ok(done)
 }
 
 /// [`Table::insert_rows`], logged. `rows` must have as many values as the

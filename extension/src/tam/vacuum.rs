@@ -38,8 +38,15 @@ pub enum Fate {
 
 /// Classify a row against `oldest_xmin` (as heap's `HeapTupleSatisfiesVacuum`).
 /// Hint bits learnt on the way are added to `hints`.
+///
+/// A row whose newest version an aborted transaction updated in place is
+/// not dead: its older versions, in the chain, are the row. Callers put
+/// such updates back first, but the updater may abort between that and
+/// this (until 2026-11-30 VACUUM then vacated the row, losing its
+/// committed version); the next VACUUM or writer puts it back.
 pub fn fate(h: &RowHeader, oldest_xmin: u32, hints: &mut u32) -> Fate {
     match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, hints) {
+        XidState::Aborted if h.chain != 0 => return Fate::InProgress,
         XidState::Aborted => return Fate::Dead,
         XidState::InProgress | XidState::Current => return Fate::InProgress,
         XidState::Committed => {}
