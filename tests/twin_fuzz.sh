@@ -1,23 +1,51 @@
 #!/usr/bin/env bash
 # Random transactions on an anker table and its heap twin (tests/twin_fuzz.py:
-# in-place and new-row-id updates, deletes, upserts, row locks, savepoints,
-# two-phase commit rolled back and committed, VACUUM FULL, CLUSTER, REINDEX
+# in-place and new-row-id updates, deletes, upserts, COPY, long values and
+# NULLs, row locks, savepoints, two-phase commit rolled back and committed,
+# images written in the middle of a transaction; VACUUM, VACUUM FULL,
+# CLUSTER, REINDEX, images, ADD/DROP COLUMN, ALTER COLUMN TYPE and TRUNCATE
 # between them); for each seed the twins must be identical, every index must
-# agree with its table, and both must stay so across a kill -9 of the
-# postmaster. This is how the rows that ROLLBACK PREPARED leaves to be put
-# back were found to be lost by CLUSTER.
+# agree with its table, a hot standby (which loads the table half way and
+# replays the rest into it) must answer the same, and the primary must stay
+# so across a kill -9 of the postmaster. This is how the rows that ROLLBACK
+# PREPARED leaves to be put back were found to be lost by CLUSTER.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/bench/lib/cluster.sh"
-trap cluster_cleanup EXIT
+SB=
+cleanup() {
+    [ -n "$SB" ] && [ -f "$SB/postmaster.pid" ] && runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D "$SB" -m immediate -w stop >/dev/null 2>&1 || true
+    cluster_cleanup
+}
+trap cleanup EXIT
 cluster_start "shared_preload_libraries = 'anker'" "lc_messages = 'C'" "max_prepared_transactions = 4" >/dev/null
 q() { cluster_psql -Atc "$1"; }
-fail() { echo "FAIL: $*"; cluster_log_tail 30; exit 1; }
+fail() { echo "FAIL: $*"; cluster_log_tail 30; [ -n "$SB" ] && tail -n 20 "$CLUSTER_DIR/standby.log" || true; exit 1; }
 pg_ctl_() { cluster_run "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 120 "$@" >/dev/null; }
 q "CREATE EXTENSION anker; CREATE EXTENSION amcheck" >/dev/null
 W=$(cluster_workdir)
-state() { # twins' differences | rows | rows an index scan finds | fingerprint
-    cluster_psql -At -c "SET enable_seqscan = off" -c "SET anker.enable_scan_node = off" -c "SELECT
+
+# the hot standby, on the same socket directory
+SB=$CLUSTER_DIR/standby
+SB_PORT=$((CLUSTER_PORT + 1))
+cluster_run "$PG_BINDIR/pg_basebackup" -D "$SB" -R -X stream -c fast
+echo "port = $SB_PORT" >> "$SB/postgresql.conf"
+runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D "$SB" -l "$CLUSTER_DIR/standby.log" -w -t 120 start >/dev/null
+qs() { runuser -u postgres -- "$PG_BINDIR/psql" -X -q -h "$CLUSTER_SOCK" -p "$SB_PORT" -U postgres -d postgres -v ON_ERROR_STOP=1 -At "$@"; }
+catch_up() { # (after a kill -9 the standby reconnects within seconds)
+    local target
+    target=$(q "SELECT pg_current_wal_lsn()")
+    for _ in $(seq 1 120); do
+        [ "$(qs -c "SELECT pg_last_wal_replay_lsn() >= '$target'" 2>/dev/null)" = t ] && return 0
+        sleep 1
+    done
+    fail "the standby did not catch up"
+}
+
+state() { # [standby] -> twins' differences | rows | rows an index scan finds | fingerprint
+    local run=cluster_psql
+    [ "${1:-}" = standby ] && run=qs
+    $run -At -c "SET enable_seqscan = off" -c "SET anker.enable_scan_node = off" -c "SELECT
         (SELECT count(*) FROM ((TABLE fa EXCEPT ALL TABLE fh) UNION ALL (TABLE fh EXCEPT ALL TABLE fa)) x)
         || '|' || (SELECT count(*) FROM fh) || '|' || (SELECT count(*) FROM fa WHERE k > -1000)
         || '|' || (SELECT md5(string_agg(f::text, ',' ORDER BY id)) FROM fa f)" | tail -1
@@ -25,28 +53,38 @@ state() { # twins' differences | rows | rows an index scan finds | fingerprint
 check() { # seed, when, state
     local diff rows by_index
     IFS='|' read -r diff rows by_index _ <<<"$3"
-    [ "$diff" = 0 ] || fail "seed $1, $2: the twins differ in $diff rows"
+    [ "$diff" = 0 ] || fail "seed $1, $2: the twins differ in $diff rows:
+$(cluster_psql -c "TABLE fa EXCEPT ALL TABLE fh" -c "TABLE fh EXCEPT ALL TABLE fa" | cut -c1-200)"
     [ "$by_index" = "$rows" ] || fail "seed $1, $2: the index on k finds $by_index of $rows rows"
     q "SELECT bt_index_check('fa_pkey', true), bt_index_check('fa_k', true)" >/dev/null \
         || fail "seed $1, $2: an index disagrees with its table"
 }
 for seed in ${TWIN_FUZZ_SEEDS:-1 2 3 4 5 6}; do
     python3 "$ROOT/tests/twin_fuzz.py" "$seed" 400 >"$W/fuzz.sql"
-    chmod a+r "$W/fuzz.sql"
+    sed '/^-- half$/q' "$W/fuzz.sql" >"$W/first.sql"
+    sed '1,/^-- half$/d' "$W/fuzz.sql" >"$W/second.sql"
+    chmod a+r "$W"/*.sql
     # (statements that fail, as random ones do, abort their transaction for both twins)
-    cluster_psql -v ON_ERROR_STOP=0 -f "$W/fuzz.sql" >/dev/null 2>&1
+    cluster_psql -v ON_ERROR_STOP=0 -f "$W/first.sql" >/dev/null 2>&1
+    catch_up
+    qs -c "SELECT count(*) FROM fa" >/dev/null || fail "seed $seed: the standby cannot read the table half way"
+    cluster_psql -v ON_ERROR_STOP=0 -f "$W/second.sql" >/dev/null 2>&1
     [ "$(q "SELECT count(*) FROM pg_prepared_xacts")" = 0 ] || fail "seed $seed: a prepared transaction was left"
     before=$(state)
     check "$seed" "after the transactions" "$before"
+    catch_up
+    [ "$(state standby)" = "$before" ] || fail "seed $seed: the standby has $(state standby), the primary $before"
+    qs -c "SELECT bt_index_check('fa_pkey', true), bt_index_check('fa_k', true)" >/dev/null \
+        || fail "seed $seed: an index of the standby disagrees with its table"
     pm=$(head -n 1 "$CLUSTER_DATA/postmaster.pid")
     children=$(pgrep -P "$pm" || true)
     kill -9 "$pm" $children 2>/dev/null || true
     while kill -0 "$pm" $children 2>/dev/null; do sleep 0.2; done
-    rm -f "$CLUSTER_DATA/postmaster.pid" "$CLUSTER_SOCK"/.s.PGSQL.*.lock
+    rm -f "$CLUSTER_DATA/postmaster.pid" "$CLUSTER_SOCK/.s.PGSQL.$CLUSTER_PORT.lock"
     pg_ctl_ start
     after=$(state)
     check "$seed" "after kill -9 of the postmaster" "$after"
     [ "$after" = "$before" ] || fail "seed $seed: the kill -9 changed the tables ($before, then $after)"
-    echo "ok: seed $seed: twins identical ($(cut -d'|' -f2 <<<"$before") rows), indexes agree, the same after kill -9"
+    echo "ok: seed $seed: twins identical ($(cut -d'|' -f2 <<<"$before") rows), indexes agree, the standby the same, the same after kill -9"
 done
 echo "twin fuzz: all checks passed"
