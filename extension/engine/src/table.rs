@@ -971,17 +971,34 @@ impl Table {
         // SAFETY: the page holds rows_per_page stamps.
         let s = unsafe { self.stamps.element::<Stamp>(sp, row) };
         let mut spins = 0u32;
-        let flags = loop {
-            let f = s.flags.load(Ordering::Acquire);
-            if f & flag::LATCH == 0 {
-                break f;
+        // A seqlock read: the fields are read between two loads of the
+        // flags and read again if a writer latched the row in between.
+        // Until 2026-11-30 they were not checked, and a header could pair
+        // the creator before an undo with the chain after it: an aborted
+        // in-place update read as an aborted insert, which VACUUM vacated.
+        loop {
+            let flags = loop {
+                let f = s.flags.load(Ordering::Acquire);
+                if f & flag::LATCH == 0 {
+                    break f;
+                }
+                spins += 1;
+                if spins > 100 {
+                    std::thread::yield_now();
+                }
+                std::hint::spin_loop();
+            };
+            let h = self.header_fields(arena, cur, row, s, flags);
+            if s.flags.load(Ordering::Acquire) & flag::SEQ_CHECK == flags & flag::SEQ_CHECK {
+                return h;
             }
-            spins += 1;
-            if spins > 100 {
-                std::thread::yield_now();
-            }
-            std::hint::spin_loop();
-        };
+        }
+    }
+
+    /// The fields of a header whose flags word read `flags` (see
+    /// [`cursor_header`](Self::cursor_header), which checks they belong together).
+    #[inline]
+    fn header_fields(&self, arena: &Arena, cur: &mut Cursor, row: u64, s: &Stamp, flags: u32) -> Option<RowHeader> {
         let xmin = s.xmin.load(Ordering::Acquire);
         if xmin == 0 || flags & flag::VACANT != 0 {
             return None;
