@@ -8,7 +8,9 @@
 # agree with its table, a hot standby (which loads the table half way and
 # replays the rest into it) must answer the same, and the primary must stay
 # so across a kill -9 of the postmaster. This is how the rows that ROLLBACK
-# PREPARED leaves to be put back were found to be lost by CLUSTER.
+# PREPARED leaves to be put back were found to be lost by CLUSTER, and
+# rows whose in-place update aborted beside autovacuum to be lost by VACUUM
+# (tests/undo_races.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/bench/lib/cluster.sh"

@@ -13,7 +13,7 @@
 #      new-row-id updates, upserts, deletes, savepoints rolled back,
 #      rollbacks, deadlocks retried) while a third VACUUMs the anker twin
 #      and writes images; the twins must end identical.
-# Until 2026-11-30 the first lost about 50 to 130 of the 20,000 rows in
+# Until 2026-11-29 the first lost about 50 to 130 of the 20,000 rows in
 # 8 to 20 s (tests/twin_fuzz.sh found it, with autovacuum beside
 # rollbacks). Afterwards every row is there with its committed values, the
 # index agrees with the table, and so does the table loaded again from its

@@ -973,7 +973,7 @@ impl Table {
         let mut spins = 0u32;
         // A seqlock read: the fields are read between two loads of the
         // flags and read again if a writer latched the row in between.
-        // Until 2026-11-30 they were not checked, and a header could pair
+        // Until 2026-11-29 they were not checked, and a header could pair
         // the creator before an undo with the chain after it: an aborted
         // in-place update read as an aborted insert, which VACUUM vacated.
         loop {

@@ -193,7 +193,7 @@ pub(super) fn undo_logged(rel: pg_sys::Relation, table: &Table, row: u64, xid: u
 ///
 /// Another backend may put the same update back first (the aborting one,
 /// or a writer): the header is then read again, never judged as it was.
-/// Until 2026-11-30 a lost race returned the header read before, with the
+/// Until 2026-11-29 a lost race returned the header read before, with the
 /// aborted creator, and VACUUM vacated the row, losing its committed
 /// version (`tests/twin_fuzz.sh` found it, with autovacuum running beside
 /// rollbacks).

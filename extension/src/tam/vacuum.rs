@@ -42,7 +42,7 @@ pub enum Fate {
 /// A row whose newest version an aborted transaction updated in place is
 /// not dead: its older versions, in the chain, are the row. Callers put
 /// such updates back first, but the updater may abort between that and
-/// this (until 2026-11-30 VACUUM then vacated the row, losing its
+/// this (until 2026-11-29 VACUUM then vacated the row, losing its
 /// committed version); the next VACUUM or writer puts it back.
 pub fn fate(h: &RowHeader, oldest_xmin: u32, hints: &mut u32) -> Fate {
     match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, hints) {
