@@ -30,17 +30,8 @@ q() { cluster_psql -Atc "$1"; }
 fail() { echo "FAIL: $*"; cluster_log_tail 20; for d in "${EXTRA_DATA[@]:-}"; do [ -f "$d/../$(basename "$d").log" ] && tail -n 20 "$d/../$(basename "$d").log"; done; exit 1; }
 pg_ctl_as() { runuser -u postgres -- "$PG_BINDIR/pg_ctl" "$@" >/dev/null; }
 # psql on another cluster of this directory (same socket directory, own port)
-qp() { local port=$1; shift; runuser -u postgres -- "$PG_BINDIR/psql" -X -q -h "$CLUSTER_SOCK" -p "$port" -U postgres -d postgres -v ON_ERROR_STOP=1 -Atc "$1"; }
-# wait until the standby has replayed everything the primary has written
-catch_up() {
-    local target
-    target=$(q "SELECT pg_current_wal_lsn()")
-    for _ in $(seq 1 120); do
-        [ "$(qp "$SB_PORT" "SELECT pg_last_wal_replay_lsn() >= '$target'")" = t ] && return 0
-        sleep 1
-    done
-    fail "the standby did not catch up"
-}
+qp() { cluster_psql_port "$1" -Atc "$2"; }
+catch_up() { cluster_catch_up "$SB_PORT" || fail "the standby did not catch up"; }
 wait_ready() { # port
     for _ in $(seq 1 120); do
         qp "$1" "SELECT 1" >/dev/null 2>&1 && return 0

@@ -33,16 +33,8 @@ SB_PORT=$((CLUSTER_PORT + 1))
 cluster_run "$PG_BINDIR/pg_basebackup" -D "$SB" -R -X stream -c fast
 echo "port = $SB_PORT" >> "$SB/postgresql.conf"
 runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D "$SB" -l "$CLUSTER_DIR/standby.log" -w -t 120 start >/dev/null
-qs() { runuser -u postgres -- "$PG_BINDIR/psql" -X -q -h "$CLUSTER_SOCK" -p "$SB_PORT" -U postgres -d postgres -v ON_ERROR_STOP=1 -At "$@"; }
-catch_up() { # (after a kill -9 the standby reconnects within seconds)
-    local target
-    target=$(q "SELECT pg_current_wal_lsn()")
-    for _ in $(seq 1 120); do
-        [ "$(qs -c "SELECT pg_last_wal_replay_lsn() >= '$target'" 2>/dev/null)" = t ] && return 0
-        sleep 1
-    done
-    fail "the standby did not catch up"
-}
+qs() { cluster_psql_port "$SB_PORT" -At "$@"; }
+catch_up() { cluster_catch_up "$SB_PORT" || fail "the standby did not catch up"; }
 
 state() { # [standby] -> twins' differences | rows | rows an index scan finds | fingerprint
     local run=cluster_psql

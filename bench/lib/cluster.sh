@@ -114,6 +114,28 @@ cluster_psql() {
     _cluster_env "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 "$@"
 }
 
+# psql on another server in this cluster's socket directory (a standby, a restored
+# backup) that listens on port $1
+cluster_psql_port() {
+    local port=$1
+    shift
+    _cluster_as_owner env PGHOST="$CLUSTER_SOCK" PGPORT="$port" PGUSER=postgres PGDATABASE=postgres \
+        "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 "$@"
+}
+
+# Wait up to two minutes until the server on port $1 has replayed all the WAL the cluster's
+# server has written so far; returns 1 if it has not. A standby that is reconnecting (after
+# its primary was killed) answers nothing for a few seconds: that is waited out too.
+cluster_catch_up() {
+    local port=$1 target
+    target=$(cluster_psql -Atc "SELECT pg_current_wal_lsn()")
+    for _ in $(seq 1 120); do
+        [ "$(cluster_psql_port "$port" -Atc "SELECT pg_last_wal_replay_lsn() >= '$target'" 2>/dev/null)" = t ] && return 0
+        sleep 1
+    done
+    return 1
+}
+
 cluster_pgbench() {
     _cluster_env "$PG_BINDIR/pgbench" "$@"
 }
