@@ -7,6 +7,7 @@ pub mod decimal;
 pub mod table;
 pub mod version;
 pub mod change;
+pub mod chunk;
 pub mod stats;
 pub mod agg;
 pub mod snapshot;

@@ -5,11 +5,10 @@
 //! file's layout: `pages.rs`. Design, invariants and what was rejected:
 //! `docs/durability.md`.
 //!
-//! The log is a byte stream of *chunks*: a varint of length and kind, then
-//! the bytes. A chunk of kind [`WHOLE`] holds complete framed entries
-//! (`anker_engine::change::frame`); an entry too large for one WAL record
-//! is cut into [`FIRST`], [`MIDDLE`]... [`LAST`] pieces. One WAL record
-//! appends exactly one chunk.
+//! The log is a byte stream of *chunks* (`anker_engine::chunk`): a chunk
+//! of kind `WHOLE` holds complete framed entries; an entry too large for
+//! one WAL record is cut into `FIRST`, `MIDDLE`... `LAST` pieces. One WAL
+//! record appends exactly one chunk.
 //!
 //! Writers run the engine change and log it while holding the exclusive
 //! content lock of the log's last block: the log lock, which orders a
@@ -23,7 +22,8 @@ mod pages;
 pub mod redo;
 
 use crate::shmem;
-use anker_engine::change::{frame, get_varint, put_varint, Change, Entries};
+use anker_engine::change::{frame, Change, Entries};
+use anker_engine::chunk::{chunk, Assembler, CHUNK_HEADER_MAX, FIRST, LAST, MIDDLE, WHOLE};
 use anker_engine::table::{ColumnState, Table, TableKey};
 use pages::{Meta, Part, INVALID, PAGE_DATA, PAGE_HEADER};
 use pgrx::pg_sys;
@@ -33,14 +33,6 @@ use std::sync::atomic::Ordering;
 
 /// Our resource manager id (custom range 128..=255, PostgreSQL 15).
 pub const RMGR_ID: u8 = 133;
-
-/// Chunk kinds.
-const WHOLE: u8 = 1;
-const FIRST: u8 = 2;
-const MIDDLE: u8 = 3;
-const LAST: u8 = 4;
-/// At most: a varint of a u64.
-const CHUNK_HEADER_MAX: usize = 10;
 
 /// Pages one WAL record may fill (at most 32 block references a record:
 /// room for the tail block and the metapage).
@@ -270,7 +262,7 @@ unsafe fn lock_tail(fork: Fork, table: &Table) -> pg_sys::Buffer {
             fork.lock_extension();
             if table.log_tail.load(Ordering::Acquire) == INVALID {
                 if fork.nblocks() >= 2 {
-                    let (_, tail, _) = read_chain(&fork).unwrap_or_else(|why| corrupt(&fork.rnode, &why));
+                    let tail = ChainWalk::new(&fork).last_block();
                     table.log_permanent.store(fork.permanent as u32, Ordering::Release);
                     table.log_tail.store(tail, Ordering::Release);
                 } else {
@@ -347,26 +339,6 @@ unsafe fn init_fork(fork: Fork, table: &Table) {
     table.image_rows.store(0, Ordering::Relaxed);
     table.log_permanent.store(fork.permanent as u32, Ordering::Release);
     table.log_tail.store(first_block, Ordering::Release);
-}
-
-fn chunk(kind: u8, bytes: &[u8]) -> Vec<u8> {
-    let mut c = Vec::with_capacity(CHUNK_HEADER_MAX + bytes.len());
-    put_varint(&mut c, (bytes.len() as u64) << 3 | kind as u64);
-    c.extend_from_slice(bytes);
-    c
-}
-
-/// The first chunk of `stream`: its kind, its bytes and its whole length
-/// (None: the stream ends, in zeroed space or in a chunk cut off).
-fn parse_chunk(stream: &[u8]) -> Option<(u8, &[u8], usize)> {
-    if stream.first() == Some(&0) {
-        return None;
-    }
-    let mut at = 0;
-    let v = get_varint(stream, &mut at).ok()?;
-    let len = usize::try_from(v >> 3).ok()?;
-    let body = stream.get(at..)?.get(..len)?;
-    Some(((v & 7) as u8, body, at + len))
 }
 
 /// Append framed `entries` to a chain whose last block is `tail` (pinned,
@@ -485,44 +457,6 @@ pub fn start_log(rel: pg_sys::Relation, rnode: pg_sys::RelFileNode, persistence:
 
 // ---- loading ---------------------------------------------------------------------
 
-/// The framed entries of a log stream, pieces reassembled, made in place
-/// (entries are never longer than the chunks that hold them, so a large
-/// table's load needs no second copy of its log); a chunk cut off or pieces
-/// never finished (a crash while writing them) end the log.
-fn into_entries(mut stream: Vec<u8>) -> Vec<u8> {
-    let (mut read, mut write) = (0, 0);
-    // where the entry being pieced together starts in the output
-    let mut pending: Option<usize> = None;
-    while let Some((kind, body, len)) = parse_chunk(&stream[read..]) {
-        let (from, n) = (read + len - body.len(), body.len());
-        read += len;
-        match kind {
-            WHOLE | FIRST => {
-                // an unfinished entry before it is dropped
-                if let Some(p) = pending.take() {
-                    write = p;
-                }
-                if kind == FIRST {
-                    pending = Some(write);
-                }
-            }
-            MIDDLE | LAST if pending.is_none() => continue, // its start was lost
-            MIDDLE | LAST => {}
-            _ => break,
-        }
-        stream.copy_within(from..from + n, write);
-        write += n;
-        if kind == LAST {
-            pending = None;
-        }
-    }
-    if let Some(p) = pending {
-        write = p;
-    }
-    stream.truncate(write);
-    stream
-}
-
 fn corrupt(rnode: &pg_sys::RelFileNode, why: &str) -> ! {
     ereport!(
         ERROR,
@@ -531,47 +465,179 @@ fn corrupt(rnode: &pg_sys::RelFileNode, why: &str) -> ! {
     );
 }
 
-/// The log of `fork` read along its chain from the metapage's head: its
-/// bytes, its last block and the metapage's generation when read.
-unsafe fn read_chain(fork: &Fork) -> Result<(Vec<u8>, u32, u32), String> {
-    let nblocks = fork.nblocks();
-    let (mbuf, meta) = fork.meta(pg_sys::BUFFER_LOCK_SHARE);
-    pg_sys::UnlockReleaseBuffer(mbuf);
-    let mut stream = Vec::new();
-    let (mut block, mut start) = (meta.head, PAGE_HEADER);
-    for _ in 0..nblocks {
-        if block >= nblocks {
-            return Err(format!("its log links to block {block}, past its end ({nblocks} blocks)"));
-        }
-        let buf = fork.read(block, pg_sys::ReadBufferMode::RBM_NORMAL);
-        pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
-        let p = pages::page(buf);
-        stream.extend_from_slice(pages::log_bytes(p, start));
-        let (next, next_start) = pages::link_of(p);
-        pg_sys::UnlockReleaseBuffer(buf);
-        if next == INVALID {
-            return Ok((stream, block, meta.generation));
-        }
-        (block, start) = (next, next_start);
-    }
-    Err("its log's links form a loop".into())
+/// A walk along the log of a fork, from the metapage's head, a page at a
+/// time.
+struct ChainWalk<'f> {
+    fork: &'f Fork,
+    nblocks: u32,
+    /// The next block to read (INVALID: the walk is over) and where its
+    /// log bytes start.
+    block: u32,
+    start: usize,
+    pages: u32,
+    /// The metapage's generation when the walk started.
+    generation: u32,
+    /// The last block read.
+    last: u32,
 }
 
-/// The log of relation file `rnode`: bytes and last block, or None when it
-/// has none (no file, or an empty one). On a hot standby redo may compact
-/// the log while it is read: then it is read again.
-unsafe fn read_log(rnode: pg_sys::RelFileNode, permanent: bool) -> Option<(Vec<u8>, u32)> {
-    let fork = Fork { rel: std::ptr::null_mut(), rnode, permanent };
-    if fork.nblocks() == 0 {
-        return None;
-    }
-    loop {
-        let (stream, tail, generation) = read_chain(&fork).unwrap_or_else(|why| corrupt(&rnode, &why));
+impl<'f> ChainWalk<'f> {
+    /// # Safety
+    /// Reads the metapage of an existing relation file through shared buffers.
+    unsafe fn new(fork: &'f Fork) -> ChainWalk<'f> {
+        let nblocks = fork.nblocks();
         let (mbuf, meta) = fork.meta(pg_sys::BUFFER_LOCK_SHARE);
         pg_sys::UnlockReleaseBuffer(mbuf);
-        if meta.generation == generation {
-            return Some((stream, tail));
+        ChainWalk { fork, nblocks, block: meta.head, start: PAGE_HEADER, pages: 0, generation: meta.generation, last: INVALID }
+    }
+
+    /// Hand the log bytes of the next page to `consume` (while the page is
+    /// share-locked: it should only copy them). False when the chain has
+    /// ended; a damaged chain is an error naming the relation file.
+    ///
+    /// # Safety
+    /// As for [`new`](Self::new).
+    unsafe fn next(&mut self, consume: impl FnOnce(&[u8])) -> bool {
+        if self.block == INVALID {
+            return false;
         }
+        if self.pages == self.nblocks {
+            corrupt(&self.fork.rnode, "its log's links form a loop");
+        }
+        if self.block >= self.nblocks {
+            corrupt(&self.fork.rnode, &format!("its log links to block {}, past its end ({} blocks)", self.block, self.nblocks));
+        }
+        let buf = self.fork.read(self.block, pg_sys::ReadBufferMode::RBM_NORMAL);
+        pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
+        let p = pages::page(buf);
+        consume(pages::log_bytes(p, self.start));
+        let (next, next_start) = pages::link_of(p);
+        pg_sys::UnlockReleaseBuffer(buf);
+        self.last = self.block;
+        self.pages += 1;
+        (self.block, self.start) = (next, next_start);
+        true
+    }
+
+    /// Walk to the end: the last block.
+    unsafe fn last_block(mut self) -> u32 {
+        while self.next(|_| {}) {}
+        self.last
+    }
+}
+
+/// The whole log of `fork`, read until one read saw a single generation
+/// throughout (on a hot standby redo may compact the log while it is read),
+/// and its last block.
+unsafe fn read_whole_log(fork: &Fork) -> (Assembler, u32) {
+    loop {
+        let mut log = Assembler::default();
+        let mut walk = ChainWalk::new(fork);
+        while walk.next(|bytes| log.feed(bytes)) {}
+        let (mbuf, meta) = fork.meta(pg_sys::BUFFER_LOCK_SHARE);
+        pg_sys::UnlockReleaseBuffer(mbuf);
+        if meta.generation == walk.generation {
+            return (log, walk.last);
+        }
+    }
+}
+
+/// The table's layout, from the first entry of its log (a Create at the
+/// start of the first run): read a page at a time until it is whole.
+unsafe fn first_layout(fork: &Fork) -> Vec<anker_engine::table::ColumnSpec> {
+    let mut log = Assembler::default();
+    let mut walk = ChainWalk::new(fork);
+    loop {
+        if let Some(run) = log.next_run() {
+            if let Some((_, Change::Create { columns })) = Entries::new(run).next() {
+                return columns.iter().map(|(s, _)| *s).collect();
+            }
+            break;
+        }
+        if !walk.next(|bytes| log.feed(bytes)) {
+            break;
+        }
+    }
+    corrupt(&fork.rnode, "its log does not start with the table's creation")
+}
+
+/// Replays a log's runs of entries into a table being loaded.
+struct Loader<'t> {
+    table: &'t Table,
+    rnode: pg_sys::RelFileNode,
+    /// Entries replayed, the Create included.
+    changes: u64,
+    first_seq: u64,
+    /// Bytes of entries in runs replayed whole.
+    done: usize,
+    /// An image: the entries after the Create that carry its number. The
+    /// log after it goes on at the next number.
+    in_image: bool,
+    image_end: usize,
+    image_rows: u64,
+    /// Why replaying stopped early: a change out of sequence, or an entry
+    /// that does not decode.
+    stopped: Option<String>,
+    progress: Progress,
+    pruner: crate::undo::ReplayPruner,
+}
+
+impl Loader<'_> {
+    /// Replay the runs `log` holds now; false when replaying stopped.
+    fn replay(&mut self, log: &mut Assembler) -> bool {
+        while let Some(run) = log.next_run() {
+            if !self.run(run) {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn run(&mut self, run: &[u8]) -> bool {
+        let arena = shmem::arena();
+        let table = self.table;
+        let mut entries = Entries::new(run);
+        while let Some((seq, change)) = entries.next() {
+            if self.changes == 0 {
+                let Change::Create { columns } = change else {
+                    corrupt(&self.rnode, "its log does not start with the table's creation")
+                };
+                for (i, (_, st)) in columns.iter().enumerate() {
+                    table.set_column_state(arena, i, *st);
+                }
+                table.durable_seq.store(seq, Ordering::Release);
+                self.first_seq = seq;
+                self.changes = 1;
+                self.image_end = self.done + entries.consumed();
+                continue;
+            }
+            if self.changes.is_multiple_of(16384) {
+                self.progress.report(self.done + entries.consumed(), table.nrows(), self.changes);
+            }
+            self.in_image &= seq == self.first_seq;
+            let out_of_sequence = matches!(change, Change::Create { .. }) // a log starts anew only in a new file
+                || (!self.in_image && seq != table.durable_seq.load(Ordering::Acquire) + 1);
+            if out_of_sequence {
+                self.stopped = Some(format!("change {seq} follows"));
+                return false;
+            }
+            if let Err(e) = table.replay(arena, &change) {
+                crate::error::out_of_memory(e);
+            }
+            self.pruner.after(table, &change);
+            table.durable_seq.store(seq, Ordering::Release);
+            self.changes += 1;
+            if self.in_image {
+                self.image_end = self.done + entries.consumed();
+                self.image_rows = table.nrows();
+            }
+        }
+        if let Some(e) = &entries.stopped {
+            self.stopped = Some(e.to_string());
+            return false;
+        }
+        self.done += run.len();
+        true
     }
 }
 
@@ -579,6 +645,11 @@ unsafe fn read_log(rnode: pg_sys::RelFileNode, permanent: bool) -> Option<(Vec<u
 /// log if it is not in memory: every entry the fork holds, replayed in
 /// sequence. None when the fork has no log (the caller starts the table
 /// from the relation's layout). Whoever finds a table being loaded waits.
+///
+/// The log is read a page at a time and replayed as it is read, so a load
+/// holds one chunk of it in the backend's memory besides the table; on a
+/// hot standby the whole log is read first (redo may compact it meanwhile,
+/// and then it is read again).
 ///
 /// Tables are loaded by the backends that use them, never by redo: crash
 /// recovery restores the fork page by page (PostgreSQL's rules: page LSNs,
@@ -596,18 +667,17 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
         return Some(t);
     }
     let started = std::time::Instant::now();
+    let fork = Fork { rel: std::ptr::null_mut(), rnode, permanent };
     // SAFETY: reading blocks of an existing relation file through shared
     // buffers; no relcache needed.
-    let (stream, tail) = unsafe { read_log(rnode, permanent)? };
-    // the layout, from the first entry (a Create at the start of the first
-    // chunk, whole or the first piece of an image's)
-    let first = parse_chunk(&stream).filter(|(kind, _, _)| matches!(*kind, WHOLE | FIRST));
-    let Some((_, Change::Create { columns })) = first.and_then(|(_, body, _)| Entries::new(body).next()) else {
-        corrupt(&rnode, "its log does not start with the table's creation")
-    };
-    let specs: Vec<_> = columns.iter().map(|(s, _)| *s).collect();
+    if unsafe { fork.nblocks() } == 0 {
+        return None;
+    }
+    // SAFETY: as above.
+    let specs = unsafe { first_layout(&fork) };
     // SAFETY: a flag read.
-    if unsafe { pg_sys::RecoveryInProgress() } {
+    let recovery = unsafe { pg_sys::RecoveryInProgress() };
+    if recovery {
         free_tables_without_file();
     }
     let (table, created) = match dir.find_or_create(arena, key, &|| specs.clone(), true) {
@@ -630,71 +700,54 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
         }
     }
     let mut guard = Failed(table, false);
-    // Published: on a standby redo may have appended since the first read.
-    // SAFETY: as above; a flag read.
-    let (stream, tail) = if unsafe { pg_sys::RecoveryInProgress() } {
-        unsafe { read_log(rnode, permanent) }.expect("a log does not vanish while its table is used")
-    } else {
-        (stream, tail)
+    // SAFETY: as above.
+    let file_bytes = unsafe { fork.nblocks() } as usize * pages::BLOCK;
+    let mut loader = Loader {
+        table,
+        rnode,
+        changes: 0,
+        first_seq: 0,
+        done: 0,
+        in_image: true,
+        image_end: 0,
+        image_rows: 0,
+        stopped: None,
+        progress: Progress::new(rnode, started, file_bytes),
+        pruner: crate::undo::ReplayPruner::default(),
     };
-    let log_len = stream.len();
-    let bytes = into_entries(stream);
-    let mut entries = Entries::new(&bytes);
-    let Some((first_seq, Change::Create { columns })) = entries.next() else {
-        corrupt(&rnode, "its log does not start with the table's creation")
+    // Published: on a standby redo may have appended since the layout was
+    // read, and may compact while the log is read.
+    // SAFETY: as above.
+    let tail = unsafe {
+        if recovery {
+            let (mut log, tail) = read_whole_log(&fork);
+            loader.replay(&mut log);
+            tail
+        } else {
+            let mut log = Assembler::default();
+            let mut walk = ChainWalk::new(&fork);
+            while walk.next(|bytes| log.feed(bytes)) && loader.replay(&mut log) {}
+            walk.last
+        }
     };
-    for (i, (_, st)) in columns.iter().enumerate() {
-        table.set_column_state(arena, i, *st);
-    }
-    table.durable_seq.store(first_seq, Ordering::Release);
-    let mut n = 1u64;
-    let mut gap = None;
-    // An image: the entries after the Create that carry its number. The
-    // log after it goes on at the next number.
-    let mut image_end = entries.consumed();
-    let mut in_image = true;
-    let mut image_rows = 0u64;
-    let mut progress = Progress::new(rnode, started, bytes.len());
-    let mut pruner = crate::undo::ReplayPruner::default();
-    while let Some((seq, change)) = entries.next() {
-        if n.is_multiple_of(16384) {
-            progress.report(entries.consumed(), table.nrows(), n);
-        }
-        if let Change::Create { .. } = change {
-            gap = Some(seq);
-            break; // cannot happen: a log starts anew in a new file
-        }
-        in_image &= seq == first_seq;
-        if !in_image && seq != table.durable_seq.load(Ordering::Acquire) + 1 {
-            gap = Some(seq);
-            break;
-        }
-        if let Err(e) = table.replay(arena, &change) {
-            crate::error::out_of_memory(e);
-        }
-        pruner.after(table, &change);
-        table.durable_seq.store(seq, Ordering::Release);
-        n += 1;
-        if in_image {
-            image_end = entries.consumed();
-            image_rows = table.nrows();
-        }
+    if loader.changes == 0 {
+        corrupt(&rnode, "its log does not start with the table's creation");
     }
     let end = table.durable_seq.load(Ordering::Acquire);
-    if let Some(why) = gap.map(|g| format!("change {g} follows")).or(entries.stopped.as_ref().map(|e| e.to_string())) {
+    if let Some(why) = &loader.stopped {
         // A consistent fork holds whole, consecutive entries: on a standby
         // a load racing redo may end early (redo applies the rest); on a
         // primary the file was damaged behind PostgreSQL's back, and the
         // table is not loaded (its waiters get an error too).
-        // SAFETY: a flag read.
-        if !unsafe { pg_sys::RecoveryInProgress() } {
+        if !recovery {
             corrupt(&rnode, &format!("its log is damaged after change {end}: {why}"));
         }
         pgrx::log!("anker: the log of relation file {}/{}/{} ends after change {end} for now: {why}", rnode.spcNode, rnode.dbNode, rnode.relNode);
     }
-    table.image_bytes.store(image_end as u64, Ordering::Relaxed);
-    table.image_rows.store(image_rows, Ordering::Relaxed);
-    table.log_bytes.store((bytes.len() - image_end) as u64, Ordering::Relaxed);
+    let log_len = loader.done;
+    table.image_bytes.store(loader.image_end as u64, Ordering::Relaxed);
+    table.image_rows.store(loader.image_rows, Ordering::Relaxed);
+    table.log_bytes.store((log_len - loader.image_end) as u64, Ordering::Relaxed);
     table.log_permanent.store(permanent as u32, Ordering::Release);
     table.log_tail.store(tail, Ordering::Release);
     table.rebuild_free_rows(arena);
@@ -709,7 +762,7 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
             rnode.dbNode,
             rnode.relNode,
             table.nrows(),
-            n,
+            loader.changes,
             log_len / 1024,
             ms
         );
@@ -750,7 +803,7 @@ impl Progress {
         }
         self.next = elapsed + self.interval;
         pgrx::log!(
-            "anker: loading relation file {}/{}/{}, elapsed time: {:.2} s, {} of {} kB of log read, {rows} rows from {changes} changes so far",
+            "anker: loading relation file {}/{}/{}, elapsed time: {:.2} s, {} kB of log replayed (the file has {} kB), {rows} rows from {changes} changes so far",
             self.rnode.spcNode,
             self.rnode.dbNode,
             self.rnode.relNode,

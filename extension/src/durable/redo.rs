@@ -17,7 +17,8 @@
 
 use super::logical::{self, XLOG_ANKER_ROW};
 use super::pages::{self, RecordHeader, XLOG_ANKER_APPEND, XLOG_ANKER_IMAGE, XLOG_ANKER_SWITCH};
-use super::{parse_chunk, FIRST, LAST, MIDDLE, RMGR_ID, WHOLE};
+use super::RMGR_ID;
+use anker_engine::chunk::{parse_chunk, FIRST, LAST, MIDDLE, WHOLE};
 use crate::shmem;
 use anker_engine::change::{Change, Entries};
 use anker_engine::table::TableKey;
