@@ -1434,9 +1434,13 @@ enum RowClass {
 }
 
 /// How ANALYZE counts a row, following heap's `heapam_scan_analyze_next_tuple`.
+/// A row whose newest version an aborted transaction updated in place (its
+/// updater aborted after the put-back) is not dead: its chain is the row,
+/// as VACUUM's `fate` has it; it is left out, like a row being changed.
 fn analyze_class(h: &RowHeader) -> RowClass {
     let mut hints = 0;
     match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut hints) {
+        XidState::Aborted if h.chain != 0 => return RowClass::Ignore,
         XidState::Aborted => return RowClass::Dead,
         XidState::InProgress => return RowClass::Ignore,
         XidState::Current | XidState::Committed => {}
