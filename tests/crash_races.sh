@@ -9,8 +9,8 @@
 # postmaster and its children, kill -9 of one backend (the postmaster resets
 # shared memory and recovers), an immediate shutdown. After recovery the
 # twins must be identical (a transaction changed both or neither), every
-# index must agree with its table, and an index scan must find what a
-# sequential scan finds. The last cycle ends in a clean restart. A hot
+# index must agree with its table, and a scan through each index must find
+# exactly the rows a sequential scan finds. The last cycle ends in a clean restart. A hot
 # standby replays all of it, its primary's crashes included, and must then
 # hold what the primary holds.
 # CRASH_RACES_CYCLES (default 4) and CRASH_RACES_SECONDS (the longest run of
@@ -105,10 +105,16 @@ check() { # when
 $(cluster_psql -c "TABLE t_anker EXCEPT ALL TABLE t_heap" -c "TABLE t_heap EXCEPT ALL TABLE t_anker" | head -n 20)"
     q "SELECT bt_index_check('t_anker_pkey', true), bt_index_check('t_anker_k', true)" >/dev/null ||
         fail "$1: an index of t_anker disagrees with it"
-    n_seq=$(q "SELECT count(*) FROM t_anker")
-    n_idx=$(cluster_psql -At -c "SET enable_seqscan = off" -c "SET anker.enable_scan_node = off" \
-        -c "SELECT count(*) FROM t_anker WHERE id > 0" | tail -1)
-    [ "$n_seq" = "$n_idx" ] || fail "$1: a sequential scan finds $n_seq rows, an index scan $n_idx"
+    # every row through each index, once: an entry left pointing at a row id
+    # that VACUUM gave up and an insert took again would return a row twice
+    # or under a key it does not have (amcheck does not look for those)
+    local rows='md5(string_agg(t::text, '"','"' ORDER BY t::text)) || count(*)'
+    n_seq=$(q "SELECT $rows FROM t_anker t")
+    for col in id k; do
+        n_idx=$(cluster_psql -At -c "SET enable_seqscan = off" -c "SET anker.enable_scan_node = off" \
+            -c "SET enable_bitmapscan = off" -c "SELECT $rows FROM t_anker t WHERE $col > -2147483648" | tail -1)
+        [ "$n_seq" = "$n_idx" ] || fail "$1: an index scan on $col finds other rows than a sequential scan"
+    done
 }
 crash() { # kind
     local pm victim
