@@ -764,7 +764,12 @@ unsafe fn column_changed(table: &Table, row: u64, i: usize, new: &Value) -> bool
         (ValueRef::Inline(p), Value::Numeric(b)) => {
             std::slice::from_raw_parts(p, width.min(anker_engine::table::VAR_SLOT)) == anker_engine::decimal::numeric_slot(b)
         }
-        (ValueRef::Blob(p, n), Value::Blob(b)) => std::slice::from_raw_parts(p, n as usize) == *b,
+        // A column the statement assigns but leaves as it was (`SET c = CASE
+        // ... ELSE c END`) comes back as the pointer to the stored blob we
+        // handed out: equal without reading it.
+        (ValueRef::Blob(p, n), Value::Blob(b)) => {
+            (std::ptr::eq(p, b.as_ptr()) && n as usize == b.len()) || std::slice::from_raw_parts(p, n as usize) == *b
+        }
         _ => false,
     };
     !same
