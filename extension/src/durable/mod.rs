@@ -543,22 +543,29 @@ unsafe fn read_whole_log(fork: &Fork) -> (Assembler, u32) {
 }
 
 /// The table's layout, from the first entry of its log (a Create at the
-/// start of the first run): read a page at a time until it is whole.
+/// start of the first run): read a page at a time until it is whole, and
+/// again if redo compacted the log meanwhile (on a hot standby).
 unsafe fn first_layout(fork: &Fork) -> Vec<anker_engine::table::ColumnSpec> {
-    let mut log = Assembler::default();
-    let mut walk = ChainWalk::new(fork);
     loop {
-        if let Some(run) = log.next_run() {
-            if let Some((_, Change::Create { columns })) = Entries::new(run).next() {
-                return columns.iter().map(|(s, _)| *s).collect();
+        let mut log = Assembler::default();
+        let mut walk = ChainWalk::new(fork);
+        let specs = loop {
+            if let Some(run) = log.next_run() {
+                if let Some((_, Change::Create { columns })) = Entries::new(run).next() {
+                    break Some(columns.iter().map(|(s, _)| *s).collect());
+                }
+                break None;
             }
-            break;
-        }
-        if !walk.next(|bytes| log.feed(bytes)) {
-            break;
+            if !walk.next(|bytes| log.feed(bytes)) {
+                break None;
+            }
+        };
+        let (mbuf, meta) = fork.meta(pg_sys::BUFFER_LOCK_SHARE);
+        pg_sys::UnlockReleaseBuffer(mbuf);
+        if meta.generation == walk.generation {
+            return specs.unwrap_or_else(|| corrupt(&fork.rnode, "its log does not start with the table's creation"));
         }
     }
-    corrupt(&fork.rnode, "its log does not start with the table's creation")
 }
 
 /// Replays a log's runs of entries into a table being loaded.
