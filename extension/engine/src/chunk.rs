@@ -107,18 +107,6 @@ impl Assembler {
             }
         }
     }
-
-    /// Bytes fed and not yet handed out in runs (a chunk cut off, or
-    /// pieces not finished): nonzero at the end of a log means its tail
-    /// was not whole.
-    pub fn left_over(&self) -> usize {
-        self.stream.len() - self.read + if self.piecing { self.piece.len() } else { 0 }
-    }
-
-    /// Bytes held in memory now, for tests of how much a load keeps.
-    pub fn held(&self) -> usize {
-        self.stream.capacity() + self.piece.capacity()
-    }
 }
 
 #[cfg(test)]
