@@ -19,16 +19,12 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/bench/lib/cluster.sh"
 SB=
-cleanup() {
-    [ -n "$SB" ] && [ -f "$SB/postmaster.pid" ] && runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D "$SB" -m immediate -w stop >/dev/null 2>&1 || true
-    cluster_cleanup
-}
-trap cleanup EXIT
+trap cluster_cleanup EXIT
 cluster_start "shared_preload_libraries = 'anker'" "lc_messages = 'C'" "restart_after_crash = on" \
     "max_prepared_transactions = 8" "autovacuum_naptime = 1" "autovacuum_vacuum_threshold = 20" \
     "autovacuum_vacuum_scale_factor = 0.01" "checkpoint_timeout = 30s" "wal_keep_size = '4GB'" >/dev/null
 q() { cluster_psql -Atc "$1"; }
-fail() { echo "FAIL: $*"; cluster_log_tail 30; for f in "${W:-/nonexistent}"/*.out; do [ -f "$f" ] && { echo "== $f"; tail -n 5 "$f"; }; done; [ -n "$SB" ] && tail -n 20 "$CLUSTER_DIR/standby.log" || true; exit 1; }
+fail() { echo "FAIL: $*"; cluster_log_tail 30; for f in "${W:-/nonexistent}"/*.out; do [ -f "$f" ] && { echo "== $f"; tail -n 5 "$f"; }; done; [ -n "$SB" ] && tail -n 20 "$SB.log" || true; exit 1; }
 pg_ctl_() { cluster_run "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 120 "$@" >/dev/null; }
 wait_ready() {
     for _ in $(seq 1 120); do
@@ -49,9 +45,7 @@ done
 # the hot standby, on the same socket directory
 SB=$CLUSTER_DIR/standby
 SB_PORT=$((CLUSTER_PORT + 1))
-cluster_run "$PG_BINDIR/pg_basebackup" -D "$SB" -R -X stream -c fast
-echo "port = $SB_PORT" >> "$SB/postgresql.conf"
-runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D "$SB" -l "$CLUSTER_DIR/standby.log" -w -t 120 start >/dev/null
+cluster_standby_start "$SB" "$SB_PORT"
 # loaded on the standby now, so that redo applies the run to it in memory
 cluster_catch_up "$SB_PORT" && cluster_psql_port "$SB_PORT" -Atc "SELECT count(*) FROM t_anker" >/dev/null ||
     fail "the standby cannot read t_anker"

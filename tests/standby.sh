@@ -93,11 +93,8 @@ same_answers() { # what port
 # ---- hot standby -----------------------------------------------------------
 SB=$CLUSTER_DIR/standby
 SB_PORT=$((CLUSTER_PORT + 1))
-cluster_run "$PG_BINDIR/pg_basebackup" -D "$SB" -R -X stream -c fast
-echo "port = $SB_PORT" >> "$SB/postgresql.conf"
-echo "archive_mode = off" >> "$SB/postgresql.conf"
 EXTRA_DATA+=("$SB")
-pg_ctl_as -D "$SB" -l "$CLUSTER_DIR/standby.log" -w -t 120 start
+cluster_standby_start "$SB" "$SB_PORT" "archive_mode = off"
 wait_ready "$SB_PORT"
 [ "$(qp "$SB_PORT" "SELECT pg_is_in_recovery()")" = t ] || fail "the standby is not in recovery"
 # loaded on the standby before the run: redo keeps it up to date in memory
@@ -188,7 +185,7 @@ for s in anker heap; do
 done
 same_answers "promoted" "$SB_PORT" >/dev/null
 qp "$SB_PORT" "SELECT bt_index_check('t_anker_pkey', true)" >/dev/null || fail "index disagrees after promotion"
-pg_ctl_as -D "$SB" -w -t 60 restart -l "$CLUSTER_DIR/standby.log"
+pg_ctl_as -D "$SB" -w -t 60 restart -l "$SB.log"
 wait_ready "$SB_PORT"
 same_answers "promoted, restarted" "$SB_PORT" >/dev/null
 echo "ok: promoted standby takes writes and keeps them over a restart"

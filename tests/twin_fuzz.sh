@@ -15,14 +15,10 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/bench/lib/cluster.sh"
 SB=
-cleanup() {
-    [ -n "$SB" ] && [ -f "$SB/postmaster.pid" ] && runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D "$SB" -m immediate -w stop >/dev/null 2>&1 || true
-    cluster_cleanup
-}
-trap cleanup EXIT
+trap cluster_cleanup EXIT
 cluster_start "shared_preload_libraries = 'anker'" "lc_messages = 'C'" "max_prepared_transactions = 4" >/dev/null
 q() { cluster_psql -Atc "$1"; }
-fail() { echo "FAIL: $*"; cluster_log_tail 30; [ -n "$SB" ] && tail -n 20 "$CLUSTER_DIR/standby.log" || true; exit 1; }
+fail() { echo "FAIL: $*"; cluster_log_tail 30; [ -n "$SB" ] && tail -n 20 "$SB.log" || true; exit 1; }
 pg_ctl_() { cluster_run "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 120 "$@" >/dev/null; }
 q "CREATE EXTENSION anker; CREATE EXTENSION amcheck" >/dev/null
 W=$(cluster_workdir)
@@ -30,9 +26,7 @@ W=$(cluster_workdir)
 # the hot standby, on the same socket directory
 SB=$CLUSTER_DIR/standby
 SB_PORT=$((CLUSTER_PORT + 1))
-cluster_run "$PG_BINDIR/pg_basebackup" -D "$SB" -R -X stream -c fast
-echo "port = $SB_PORT" >> "$SB/postgresql.conf"
-runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D "$SB" -l "$CLUSTER_DIR/standby.log" -w -t 120 start >/dev/null
+cluster_standby_start "$SB" "$SB_PORT"
 qs() { cluster_psql_port "$SB_PORT" -At "$@"; }
 catch_up() { cluster_catch_up "$SB_PORT" || fail "the standby did not catch up"; }
 

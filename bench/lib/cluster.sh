@@ -22,6 +22,14 @@
 #       the postgres user if you ask pgbench for log files (see cluster_workdir).
 #   cluster_run CMD [ARGS ...]
 #       run any command as the cluster owner with PGHOST/PGPORT/PGUSER/PGDATABASE set.
+#   cluster_standby_start DIR PORT [CONF_LINE ...]
+#       pg_basebackup -R -X stream into DIR (new), then start that hot standby on PORT in the
+#       same socket directory, its log in DIR.log; cluster_cleanup stops it.
+#   cluster_psql_port PORT [PSQL_ARGS ...]
+#       cluster_psql, for another server in the socket directory (a standby, a restored backup).
+#   cluster_catch_up PORT
+#       wait (up to two minutes) until the server on PORT has replayed the WAL the cluster's
+#       server has written so far; non-zero if it has not.
 #   cluster_workdir
 #       print a directory inside CLUSTER_DIR that is writable by the cluster owner (created once).
 #   cluster_log_tail [N]
@@ -48,6 +56,7 @@ if [ -z "${PG_BINDIR:-}" ]; then
     fi
 fi
 CLUSTER_OWNER=${CLUSTER_OWNER:-postgres}
+_CLUSTER_STANDBYS=()
 CLUSTER_DIR=${CLUSTER_DIR:-}
 
 # Run "$@" as the cluster owner (directly when we are not root).
@@ -136,6 +145,15 @@ cluster_catch_up() {
     return 1
 }
 
+cluster_standby_start() {
+    local dir=$1 port=$2 line
+    shift 2
+    _cluster_env "$PG_BINDIR/pg_basebackup" -D "$dir" -R -X stream -c fast || return 1
+    for line in "port = $port" "$@"; do echo "$line" >> "$dir/postgresql.conf"; done
+    _CLUSTER_STANDBYS+=("$dir")
+    _cluster_as_owner "$PG_BINDIR/pg_ctl" -D "$dir" -l "$dir.log" -w -t 120 start >/dev/null
+}
+
 cluster_pgbench() {
     _cluster_env "$PG_BINDIR/pgbench" "$@"
 }
@@ -164,6 +182,12 @@ cluster_stop() {
 cluster_cleanup() {
     [ -n "${CLUSTER_DIR:-}" ] || return 0
     [ "$CLUSTER_DIR" = "${_CLUSTER_STARTED_HERE:-}" ] || return 0
+    local d
+    for d in "${_CLUSTER_STANDBYS[@]:-}"; do
+        [ -n "$d" ] && [ -f "$d/postmaster.pid" ] &&
+            _cluster_as_owner "$PG_BINDIR/pg_ctl" -D "$d" -m immediate -w stop >/dev/null 2>&1 || true
+    done
+    _CLUSTER_STANDBYS=()
     cluster_stop
     if [ "${CLUSTER_KEEP:-0}" = 1 ]; then
         echo "cluster_cleanup: keeping $CLUSTER_DIR (CLUSTER_KEEP=1)" >&2
