@@ -519,6 +519,14 @@ impl<'f> ChainWalk<'f> {
         true
     }
 
+    /// Is the log still the one the walk started on? On a hot standby redo
+    /// may compact it (a new generation) while it is read.
+    unsafe fn same_generation(&self) -> bool {
+        let (mbuf, meta) = self.fork.meta(pg_sys::BUFFER_LOCK_SHARE);
+        pg_sys::UnlockReleaseBuffer(mbuf);
+        meta.generation == self.generation
+    }
+
     /// Walk to the end: the last block.
     unsafe fn last_block(mut self) -> u32 {
         while self.next(|_| {}) {}
@@ -534,9 +542,7 @@ unsafe fn read_whole_log(fork: &Fork) -> (Assembler, u32) {
         let mut log = Assembler::default();
         let mut walk = ChainWalk::new(fork);
         while walk.next(|bytes| log.feed(bytes)) {}
-        let (mbuf, meta) = fork.meta(pg_sys::BUFFER_LOCK_SHARE);
-        pg_sys::UnlockReleaseBuffer(mbuf);
-        if meta.generation == walk.generation {
+        if walk.same_generation() {
             return (log, walk.last);
         }
     }
@@ -560,9 +566,7 @@ unsafe fn first_layout(fork: &Fork) -> Vec<anker_engine::table::ColumnSpec> {
                 break None;
             }
         };
-        let (mbuf, meta) = fork.meta(pg_sys::BUFFER_LOCK_SHARE);
-        pg_sys::UnlockReleaseBuffer(mbuf);
-        if meta.generation == walk.generation {
+        if walk.same_generation() {
             return specs.unwrap_or_else(|| corrupt(&fork.rnode, "its log does not start with the table's creation"));
         }
     }
@@ -745,8 +749,10 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
         // A consistent fork holds whole, consecutive entries: on a standby
         // a load racing redo may end early (redo applies the rest); on a
         // primary the file was damaged behind PostgreSQL's back, and the
-        // table is not loaded (its waiters get an error too).
-        if !recovery {
+        // table is not loaded (its waiters get an error too). Asked again:
+        // the standby may have been promoted while the log was read.
+        // SAFETY: a flag read.
+        if !unsafe { pg_sys::RecoveryInProgress() } {
             corrupt(&rnode, &format!("its log is damaged after change {end}: {why}"));
         }
         pgrx::log!("anker: the log of relation file {}/{}/{} ends after change {end} for now: {why}", rnode.spcNode, rnode.dbNode, rnode.relNode);
