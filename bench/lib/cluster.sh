@@ -126,10 +126,9 @@ cluster_psql() {
 # psql on another server in this cluster's socket directory (a standby, a restored
 # backup) that listens on port $1
 cluster_psql_port() {
-    local port=$1
+    local CLUSTER_PORT=$1
     shift
-    _cluster_as_owner env PGHOST="$CLUSTER_SOCK" PGPORT="$port" PGUSER=postgres PGDATABASE=postgres \
-        "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 "$@"
+    cluster_psql "$@"
 }
 
 # Wait up to two minutes until the server on port $1 has replayed all the WAL the cluster's
