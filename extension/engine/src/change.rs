@@ -9,11 +9,14 @@
 //! indexes point at TIDs, so after recovery every row id must name the row
 //! it named before.
 //!
-//! Changes are framed into log entries ([`frame`], [`Entries`]): length,
-//! CRC-32C and a per-table sequence number (varints, as is every number in
-//! a change: most are small, and WAL volume is what they cost), so that a reader of a torn or
-//! half-written log stops at the first entry it cannot trust, and redo can
-//! tell which changes a table loaded from disk already has.
+//! Changes are framed into log entries ([`frame`], [`Entries`]): a
+//! per-table sequence number, then the change (varints, as is every number
+//! in a change: most are small, and WAL volume is what they cost), so that
+//! redo can tell which changes a table loaded from disk already has. An
+//! entry has no length and no checksum of its own: a change's encoding
+//! delimits itself, WAL records carry PostgreSQL's CRC, and the log's pages
+//! on disk a checksum of their bytes (the extension's `pages.rs`). A reader
+//! stops at the first entry that does not decode (a cut-off tail).
 
 use crate::arena::{AllocResult, Arena};
 use crate::table::{flag, ColumnKind, ColumnSpec, ColumnState, RowChange, Table, Value, ValueRef};
@@ -115,7 +118,6 @@ pub enum DecodeError {
     BadValue(u8),
     BadNumber,
     BadSpec,
-    BadChecksum { seq: u64 },
 }
 
 impl std::fmt::Display for DecodeError {
@@ -126,7 +128,6 @@ impl std::fmt::Display for DecodeError {
             DecodeError::BadValue(k) => write!(f, "bad value tag {k}"),
             DecodeError::BadNumber => write!(f, "number out of range"),
             DecodeError::BadSpec => write!(f, "bad column layout"),
-            DecodeError::BadChecksum { seq } => write!(f, "checksum mismatch in change {seq}"),
         }
     }
 }
@@ -406,9 +407,18 @@ impl<'a> Change<'a> {
         }
     }
 
-    /// Read a change encoded by [`encode`](Self::encode); it borrows values
-    /// from `buf`.
+    /// Read a change encoded by [`encode`](Self::encode), all of `buf`; it
+    /// borrows values from `buf`.
     pub fn decode(buf: &'a [u8]) -> Result<Change<'a>, DecodeError> {
+        match Self::decode_prefix(buf)? {
+            (change, n) if n == buf.len() => Ok(change),
+            _ => Err(DecodeError::Truncated),
+        }
+    }
+
+    /// Read the change encoded at the start of `buf`: the change and the
+    /// bytes its encoding took (an encoding delimits itself).
+    pub fn decode_prefix(buf: &'a [u8]) -> Result<(Change<'a>, usize), DecodeError> {
         let mut r = Reader { buf, at: 0 };
         let change = match r.u8()? {
             K_CREATE => {
@@ -489,10 +499,7 @@ impl<'a> Change<'a> {
             }
             k => return Err(DecodeError::BadKind(k)),
         };
-        if r.at != buf.len() {
-            return Err(DecodeError::Truncated);
-        }
-        Ok(change)
+        Ok((change, r.at))
     }
 
     /// A one-line description (for `pg_walinspect` and logs).
@@ -580,20 +587,16 @@ unsafe fn crc32c_sse42(crc: u32, bytes: &[u8]) -> u32 {
     c
 }
 
-/// Append change `seq` as a log entry: the length of what follows it
-/// (varint), the CRC-32C of that, then the sequence number (varint) and the
-/// change.
+/// Append change `seq` as a log entry: the sequence number (a varint, never
+/// 0, so a zero byte where an entry would start ends a log) and the change.
 pub fn frame(seq: u64, change: &Change, out: &mut Vec<u8>) {
-    let at = out.len();
+    debug_assert!(seq > 0, "sequence numbers start at 1");
     put_varint(out, seq);
     change.encode(out);
-    let (len, n) = varint((out.len() - at) as u64);
-    let crc = crc32c(0, &out[at..]).to_le_bytes();
-    out.splice(at..at, len[..n].iter().chain(&crc).copied());
 }
 
-/// The entries of a log, in order, until its end or the first entry that is
-/// incomplete or fails its checksum (a torn or half-written tail).
+/// The entries of a log, in order, until its end, a zero byte, or the first
+/// entry that does not decode (a cut-off tail).
 pub struct Entries<'a> {
     buf: &'a [u8],
     at: usize,
@@ -616,17 +619,9 @@ impl<'a> Entries<'a> {
         if at == self.buf.len() || self.buf[at] == 0 {
             return Ok(None); // the end, or zeroed space: the end of the log
         }
-        let len = usize::try_from(get_varint(self.buf, &mut at)?).map_err(|_| DecodeError::BadNumber)?;
-        let crc = self.buf.get(at..at + 4).ok_or(DecodeError::Truncated)?;
-        let crc = u32::from_le_bytes(crc.try_into().expect("4 bytes"));
-        at += 4;
-        let body = self.buf.get(at..).and_then(|b| b.get(..len)).ok_or(DecodeError::Truncated)?;
-        let mut in_body = 0;
-        let seq = get_varint(body, &mut in_body)?;
-        if crc32c(0, body) != crc {
-            return Err(DecodeError::BadChecksum { seq });
-        }
-        Ok(Some((at + len, seq, Change::decode(&body[in_body..])?)))
+        let seq = get_varint(self.buf, &mut at)?;
+        let (change, n) = Change::decode_prefix(&self.buf[at..])?;
+        Ok(Some((at + n, seq, change)))
     }
 }
 
@@ -778,6 +773,8 @@ mod tests {
     fn both_crcs_agree_with_the_standard() {
         // the CRC-32C check value (RFC 3720)
         assert_eq!(crc32c(0, b"123456789"), 0xE306_9283);
+        // extended piece by piece, as a log page's checksum is
+        assert_eq!(crc32c(crc32c(crc32c(0, b"1234"), b""), b"56789"), 0xE306_9283);
         let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + i / 3) as u8).collect();
         for n in [0, 1, 7, 8, 9, 999, 1000] {
             assert_eq!(crc32c(0, &data[..n]), !crc32c_table(!0, &data[..n]), "{n} bytes");

@@ -493,7 +493,7 @@ impl<'f> ChainWalk<'f> {
 
     /// Hand the log bytes of the next page to `consume` (while the page is
     /// share-locked: it should only copy them). False when the chain has
-    /// ended; a damaged chain is an error naming the relation file.
+    /// ended; a damaged chain or page is an error naming the relation file.
     ///
     /// # Safety
     /// As for [`new`](Self::new).
@@ -510,6 +510,11 @@ impl<'f> ChainWalk<'f> {
         let buf = self.fork.read(self.block, pg_sys::ReadBufferMode::RBM_NORMAL);
         pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
         let p = pages::page(buf);
+        if !pages::checksum_ok(p) {
+            let block = self.block;
+            pg_sys::UnlockReleaseBuffer(buf);
+            corrupt(&self.fork.rnode, &format!("its log is damaged: block {block} does not match its checksum"));
+        }
         consume(pages::log_bytes(p, self.start));
         let (next, next_start) = pages::link_of(p);
         pg_sys::UnlockReleaseBuffer(buf);

@@ -11,7 +11,9 @@
 //! * Log pages: 8 kB pages with PostgreSQL's header (page LSN interlock and
 //!   full-page images as for any relation); their data area (header to
 //!   `pd_lower`) holds a byte stream of chunks, and their special space the
-//!   link to the next page of the chain and where reading starts there.
+//!   link to the next page of the chain, where reading starts there, and a
+//!   CRC-32C of the data area, extended by every append (on the primary and
+//!   in redo alike) and checked when a table is loaded.
 //!
 //! The log is read from `head`, following links. A compaction writes an
 //! image into blocks of its own chain and then, in one record, links the
@@ -23,22 +25,26 @@
 use pgrx::pg_sys;
 
 pub const MAGIC: u32 = 0x414e_4b52; // "ANKR"
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 pub const INVALID: u32 = pg_sys::InvalidBlockNumber;
 
 /// Bytes of a page's header (`SizeOfPageHeaderData`).
 pub const PAGE_HEADER: usize = 24;
 pub const BLOCK: usize = pg_sys::BLCKSZ as usize;
 /// A log page's special space: next block (u32), where reading starts in
-/// it (u16), padding.
-const SPECIAL: usize = 8;
+/// it (u16), padding, the CRC-32C of the data area (u32), padding (a
+/// special space is MAXALIGNed).
+const SPECIAL: usize = 16;
+const CRC_AT: usize = 8;
 const LOG_END: usize = BLOCK - SPECIAL;
 /// Log bytes per page.
 pub const PAGE_DATA: usize = LOG_END - PAGE_HEADER;
-/// A log page operation starts with a byte saying whether the page's link
-/// follows (6 bytes: next block u32, start u16); the bytes to append come
-/// after. Appends to a log's tail leave its link alone, and say so in one
-/// byte.
+/// A log page operation that only appends bytes starting with a byte other
+/// than zero (a chunk's header: nearly every append to a log's tail) is
+/// those bytes. Any other starts with a zero byte, then one saying whether
+/// the page's link follows (6 bytes: next block u32, start u16), then the
+/// bytes to append.
+const OP_LONG: u8 = 0;
 const OP_LINKED: u8 = 1;
 const LINK_LEN: usize = 6;
 const META_LEN: usize = 24;
@@ -133,6 +139,22 @@ pub unsafe fn log_bytes(p: *const u8, start: usize) -> &'static [u8] {
     }
 }
 
+/// The checksum a log page's special space holds for its data area.
+unsafe fn stored_crc(p: *const u8) -> u32 {
+    u32_at(std::slice::from_raw_parts(p.add(LOG_END + CRC_AT), 4), 0)
+}
+
+/// Does the data area of log page `p` match its checksum? (A page never
+/// initialised, all zeros, does.)
+pub unsafe fn checksum_ok(p: *const u8) -> bool {
+    let lower = (*(p as *const pg_sys::PageHeaderData)).pd_lower as usize;
+    if !(PAGE_HEADER..=LOG_END).contains(&lower) {
+        return lower == 0 && stored_crc(p) == 0;
+    }
+    let data = std::slice::from_raw_parts(p.add(PAGE_HEADER), lower - PAGE_HEADER);
+    anker_engine::change::crc32c(0, data) == stored_crc(p)
+}
+
 /// Free bytes in a log page.
 pub unsafe fn room(p: *mut u8) -> usize {
     LOG_END.saturating_sub(header(p).pd_lower as usize)
@@ -164,12 +186,14 @@ pub fn log_op(link: Option<(u32, usize)>, bytes: &[u8]) -> Vec<u8> {
 /// [`log_op`] into `out` (cleared first), the bytes given in pieces.
 pub fn log_op_into(out: &mut Vec<u8>, link: Option<(u32, usize)>, pieces: &[&[u8]]) {
     out.clear();
-    match link {
-        Some(l) => {
-            out.push(OP_LINKED);
+    let first = pieces.iter().find_map(|p| p.first().copied());
+    match (link, first) {
+        (None, Some(b)) if b != OP_LONG => {}
+        (None, _) => out.extend_from_slice(&[OP_LONG, 0]),
+        (Some(l), _) => {
+            out.extend_from_slice(&[OP_LONG, OP_LINKED]);
             out.extend_from_slice(&link_bytes(l));
         }
-        None => out.push(0),
     }
     for p in pieces {
         out.extend_from_slice(p);
@@ -181,12 +205,15 @@ pub type Link = (u32, usize);
 
 /// A log page operation's link and bytes (None: not an operation).
 pub fn parse_log_op(op: &[u8]) -> Option<(Option<Link>, &[u8])> {
-    match *op.first()? {
+    if op.first()? != &OP_LONG {
+        return Some((None, op));
+    }
+    match *op.get(1)? {
         OP_LINKED => {
-            let link = link_from(op.get(1..1 + LINK_LEN)?);
-            Some((Some(link), &op[1 + LINK_LEN..]))
+            let link = link_from(op.get(2..2 + LINK_LEN)?);
+            Some((Some(link), &op[2 + LINK_LEN..]))
         }
-        0 => Some((None, &op[1..])),
+        0 => Some((None, &op[2..])),
         _ => None,
     }
 }
@@ -218,6 +245,8 @@ pub unsafe fn apply(p: *mut u8, new: bool, is_meta: bool, op: &[u8]) {
     assert!(at + bytes.len() <= LOG_END, "anker: a log page overflows");
     std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.add(at), bytes.len());
     h.pd_lower = (at + bytes.len()) as u16;
+    let crc = anker_engine::change::crc32c(stored_crc(p), bytes);
+    std::ptr::copy_nonoverlapping(crc.to_le_bytes().as_ptr(), p.add(LOG_END + CRC_AT), 4);
 }
 
 /// One page of a record being built: its buffer (pinned, exclusively
