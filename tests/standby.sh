@@ -4,7 +4,9 @@
 # with compactions (a table its backends loaded before the run gets the
 # changes through redo; one first read afterwards is loaded from its
 # replayed fork, image and log) and answers
-# like the primary, through index scans, snapshot scans and AnkerAgg; it is
+# like the primary, through index scans, snapshot scans and AnkerAgg;
+# restarted eight times, it loads a table while redo appends large rows to
+# it, compacts it and grows its file, and ends with the primary's rows; it is
 # promoted and takes writes. Then point-in-time recovery of a base backup
 # plus archived WAL to a recovery_target_xid restores the tables as they
 # were at that transaction, and pg_rewind takes the old primary, which went
@@ -170,6 +172,50 @@ catch_up
 [ "$(qp "$SB_PORT" "SELECT count(*) FROM read_next")" = 1 ] || fail "the standby does not see the second new table"
 [ "$(in_memory)" = 0 ] || fail "a table dropped on the primary stays in the standby's memory"
 echo "ok: a table dropped on the primary leaves the standby's memory at its next load"
+
+# a standby backend loads a table while redo goes on appending to its log
+# (entries over several pages, new blocks), compacting it (switches) and
+# growing its file: the load must read each record's pages all or none
+# (tables are loaded once per server life: the standby is restarted each
+# time)
+# (WAL kept for the standby's restarts, however far behind)
+q "ALTER SYSTEM SET wal_keep_size = '2GB'" >/dev/null && q "SELECT pg_reload_conf()" >/dev/null
+q "CREATE TABLE racing (id int PRIMARY KEY, v int, pad text) USING anker;
+   INSERT INTO racing SELECT g, 0, repeat('r', 1500) FROM generate_series(1, 20000) g" >/dev/null
+cat > "$WORK/racing.sql" <<'SQL'
+\set id random(1, 24000)
+\set n random(1500, 4000)
+INSERT INTO racing VALUES (:id, 1, repeat('i', :n)) ON CONFLICT (id) DO UPDATE SET v = racing.v + 1, pad = repeat('u', :n);
+SQL
+chown postgres "$WORK/racing.sql"
+cluster_pgbench -n -f "$WORK/racing.sql" -c 1 -T 12 postgres >/dev/null 2>&1 &
+racer=$!
+( while kill -0 "$racer" 2>/dev/null; do q "SELECT anker.compact('racing')" >/dev/null 2>&1 || true; sleep 1; done ) &
+compactor=$!
+loads=0
+for _ in $(seq 1 8); do
+    # (a restartpoint first, so that redo starts again from about here)
+    q "CHECKPOINT" >/dev/null
+    qp "$SB_PORT" "CHECKPOINT" >/dev/null
+    pg_ctl_as -D "$SB" -m fast -w -t 120 restart -l "$SB.log"
+    wait_ready "$SB_PORT"
+    # (redo starts again from the last restartpoint: the table comes back
+    # when its creation is replayed)
+    for _ in $(seq 1 300); do
+        [ "$(qp "$SB_PORT" "SELECT to_regclass('racing') IS NOT NULL")" = t ] && break
+        sleep 0.1
+    done
+    qp "$SB_PORT" "SELECT count(*) FROM racing" >/dev/null || fail "a standby load racing redo failed"
+    loads=$((loads + 1))
+    kill -0 "$racer" 2>/dev/null || break
+done
+wait "$racer" "$compactor" || fail "the primary's workload failed"
+catch_up
+[ "$(q "SELECT md5(string_agg(r::text, ',' ORDER BY id)) FROM racing r")" = \
+  "$(qp "$SB_PORT" "SELECT md5(string_agg(r::text, ',' ORDER BY id)) FROM racing r")" ] ||
+    fail "a table loaded while redo appended and compacted differs from the primary's"
+q "DROP TABLE racing" >/dev/null
+echo "ok: $loads loads on the standby while redo appended to, compacted and grew the table's log"
 
 # ---- promotion ---------------------------------------------------------------
 cluster_stop

@@ -505,7 +505,11 @@ impl<'f> ChainWalk<'f> {
             corrupt(&self.fork.rnode, "its log's links form a loop");
         }
         if self.block >= self.nblocks {
-            corrupt(&self.fork.rnode, &format!("its log links to block {}, past its end ({} blocks)", self.block, self.nblocks));
+            // (on a hot standby redo may have grown the file since)
+            self.nblocks = self.fork.nblocks();
+            if self.block >= self.nblocks {
+                corrupt(&self.fork.rnode, &format!("its log links to block {}, past its end ({} blocks)", self.block, self.nblocks));
+            }
         }
         let buf = self.fork.read(self.block, pg_sys::ReadBufferMode::RBM_NORMAL);
         pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);

@@ -105,6 +105,12 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     let mut file = None;
     let mut last_block = 0;
     let mut exists = true;
+    // Every page of the record stays locked until all are redone: a backend
+    // of a hot standby loading the table reads the log a page at a time
+    // along its links, and must find a record's pages all before it or all
+    // after it (a link to a page not yet written would hand it that page's
+    // old bytes; a switch half done, a chain it never had).
+    let mut held = Vec::with_capacity(4);
     for (id, rnode, block, data) in blocks(record) {
         file = Some(rnode);
         let is_meta = header.meta_pages & (1 << id) != 0;
@@ -128,12 +134,15 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
             buf
         };
         if buf != 0 {
-            pg_sys::UnlockReleaseBuffer(buf);
+            held.push(buf);
         }
         if let Some((_, bytes)) = pages::parse_log_op(data).filter(|_| !is_meta) {
             chunk.extend_from_slice(bytes);
             last_block = block;
         }
+    }
+    for buf in held {
+        pg_sys::UnlockReleaseBuffer(buf);
     }
     // Only appends change a table: images and switches rearrange pages.
     // The relation file was dropped later in the WAL: its changes need no
