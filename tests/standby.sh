@@ -5,7 +5,7 @@
 # changes through redo; one first read afterwards is loaded from its
 # replayed fork, image and log) and answers
 # like the primary, through index scans, snapshot scans and AnkerAgg;
-# restarted eight times, it loads a table while redo appends large rows to
+# restarted up to eight times, it loads a table while redo appends large rows to
 # it, compacts it and grows its file, and ends with the primary's rows; it is
 # promoted and takes writes. Then point-in-time recovery of a base backup
 # plus archived WAL to a recovery_target_xid restores the tables as they
@@ -177,8 +177,7 @@ echo "ok: a table dropped on the primary leaves the standby's memory at its next
 # (entries over several pages, new blocks), compacting it (switches) and
 # growing its file: the load must read each record's pages all or none
 # (tables are loaded once per server life: the standby is restarted each
-# time)
-# (WAL kept for the standby's restarts, however far behind)
+# time, and the primary keeps WAL for the restarts, however far behind)
 q "ALTER SYSTEM SET wal_keep_size = '2GB'" >/dev/null && q "SELECT pg_reload_conf()" >/dev/null
 q "CREATE TABLE racing (id int PRIMARY KEY, v int, pad text) USING anker;
    INSERT INTO racing SELECT g, 0, repeat('r', 1500) FROM generate_series(1, 20000) g" >/dev/null
