@@ -57,9 +57,9 @@ SELECT 'xid varint lengths (bytes: share): ' || string_agg(format('%s: %s %%', x
           FROM r GROUP BY xid_bytes ORDER BY 1) t;
 SELECT format('saved per transaction, %s: %s bytes (%s %% of the APPEND records'' aligned bytes)', cut, saved,
               round(100.0 * saved / (SELECT sum(pg_temp.aligned(len))::numeric / $xacts FROM r), 1))
-  FROM (SELECT c.cut, round(sum(pg_temp.aligned(len) - pg_temp.aligned(len - c.n - c.per_xid * xid_bytes))::numeric / $xacts, 1) AS saved, c.ord
-          FROM r, (VALUES (1, 'the xid', 0, 1), (2, 'the xid and a 3-byte sequence number', 3, 1),
-                          (3, 'the xid and a 4-byte sequence number', 4, 1)) AS c(ord, cut, n, per_xid)
+  FROM (SELECT c.cut, round(sum(pg_temp.aligned(len) - pg_temp.aligned(len - xid_bytes - c.seq_bytes))::numeric / $xacts, 1) AS saved, c.ord
+          FROM r, (VALUES (1, 'the xid', 0), (2, 'the xid and a 3-byte sequence number', 3),
+                          (3, 'the xid and a 4-byte sequence number', 4)) AS c(ord, cut, seq_bytes)
          GROUP BY c.ord, c.cut
         UNION ALL
         SELECT k || ' bytes flat', round(sum(pg_temp.aligned(len) - pg_temp.aligned(len - k))::numeric / $xacts, 1), 3 + k
