@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # What shorter anker/APPEND records would save in real WAL. WAL records are 8-byte aligned,
 # so a cut of a few bytes shows only where it takes a record below a multiple of 8. Runs the
-# TPC-C mix (2 clients) on an anker database alone, then reads each APPEND record's length and
-# xid (pg_walinspect) and prints, per transaction: the records and their bytes, the commonest
-# lengths, and the aligned bytes saved if every record were shorter by its xid's varint (the
-# record header carries the xid already), by that plus a sequence number of 3 or 4 bytes, or by
-# 1..8 bytes flat.
+# TPC-C mix (2 clients) on an anker database alone, then reads each APPEND record's length
+# (pg_walinspect) and prints, per transaction: the records and their bytes, the commonest
+# lengths, and the aligned bytes saved if every record were shorter by a sequence number of 3
+# or 4 bytes, or by 1..8 bytes flat. (A row change's record leaves its xid out since
+# 2026-11-30; before, this script estimated that cut at 54 bytes per transaction.)
 #
 #   bench/wal_cuts.sh [--warehouses W] [--duration SEC]
 set -euo pipefail
@@ -39,12 +39,9 @@ cluster_psql -At -c "SELECT pg_switch_wal()" >/dev/null
 echo "W=$W, $DURATION s: $xacts transactions"
 cluster_psql -At -F ' ' <<SQL
 CREATE TEMP TABLE r AS
-    SELECT record_length AS len,
-           CASE WHEN x < 128 THEN 1 WHEN x < 16384 THEN 2 WHEN x < 2097152 THEN 3
-                WHEN x < 268435456 THEN 4 ELSE 5 END AS xid_bytes
-      FROM (SELECT record_length, xid::text::bigint AS x
-              FROM pg_get_wal_records_info('$from', '$to')
-             WHERE resource_manager = 'anker' AND record_type = 'APPEND') s;
+    SELECT record_length AS len
+      FROM pg_get_wal_records_info('$from', '$to')
+     WHERE resource_manager = 'anker' AND record_type = 'APPEND';
 CREATE FUNCTION pg_temp.aligned(n int) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT (n + 7) / 8 * 8';
 SELECT format('APPEND records per transaction %s, bytes %s (aligned %s)',
               round(count(*)::numeric / $xacts, 2), round(sum(len)::numeric / $xacts),
@@ -52,17 +49,13 @@ SELECT format('APPEND records per transaction %s, bytes %s (aligned %s)',
 SELECT 'commonest lengths (bytes: share): ' || string_agg(format('%s: %s %%', len, pct), ', ')
   FROM (SELECT len, round(100.0 * count(*) / sum(count(*)) OVER (), 1) AS pct
           FROM r GROUP BY len ORDER BY count(*) DESC LIMIT 8) t;
-SELECT 'xid varint lengths (bytes: share): ' || string_agg(format('%s: %s %%', xid_bytes, pct), ', ')
-  FROM (SELECT xid_bytes, round(100.0 * count(*) / sum(count(*)) OVER (), 1) AS pct
-          FROM r GROUP BY xid_bytes ORDER BY 1) t;
 SELECT format('saved per transaction, %s: %s bytes (%s %% of the APPEND records'' aligned bytes)', cut, saved,
               round(100.0 * saved / (SELECT sum(pg_temp.aligned(len))::numeric / $xacts FROM r), 1))
-  FROM (SELECT c.cut, round(sum(pg_temp.aligned(len) - pg_temp.aligned(len - xid_bytes - c.seq_bytes))::numeric / $xacts, 1) AS saved, c.ord
-          FROM r, (VALUES (1, 'the xid', 0), (2, 'the xid and a 3-byte sequence number', 3),
-                          (3, 'the xid and a 4-byte sequence number', 4)) AS c(ord, cut, seq_bytes)
+  FROM (SELECT c.cut, round(sum(pg_temp.aligned(len) - pg_temp.aligned(len - c.seq_bytes))::numeric / $xacts, 1) AS saved, c.ord
+          FROM r, (VALUES (1, 'a 3-byte sequence number', 3), (2, 'a 4-byte sequence number', 4)) AS c(ord, cut, seq_bytes)
          GROUP BY c.ord, c.cut
         UNION ALL
-        SELECT k || ' bytes flat', round(sum(pg_temp.aligned(len) - pg_temp.aligned(len - k))::numeric / $xacts, 1), 3 + k
+        SELECT k || ' bytes flat', round(sum(pg_temp.aligned(len) - pg_temp.aligned(len - k))::numeric / $xacts, 1), 2 + k
           FROM r, generate_series(1, 8) k GROUP BY k) t
  ORDER BY ord;
 SQL

@@ -307,7 +307,10 @@ desc=$(q "SELECT string_agg(record_type || ': ' || description, E'\n') FROM pg_g
 for want in "APPEND: rel .* insert row [0-9]+ by [0-9]+, [0-9]+ values" "update row [0-9]+ in place" "modify row [0-9]+: xmax"; do
     echo "$desc" | grep -Eq "$want" || { echo "$desc"; fail "pg_walinspect shows no anker record matching '$want'"; }
 done
-echo "ok: pg_walinspect describes anker records ($(echo "$desc" | wc -l) for an insert, an update and a delete)"
+# (a row change's record leaves its xid out: redo and the description put back the record's)
+wrong=$(q "SELECT string_agg(description, '; ') FROM pg_get_wal_records_info('$start', pg_current_wal_flush_lsn()) WHERE resource_manager = 'anker' AND description ~ '( by |xmax )[0-9]' AND substring(description FROM '(?: by |xmax )([0-9]+)') <> xid::text")
+[ -z "$wrong" ] || fail "anker records whose changes name another xid than the record's: $wrong"
+echo "ok: pg_walinspect describes anker records ($(echo "$desc" | wc -l) for an insert, an update and a delete), each change by its record's xid"
 
 # 7. temporary tables write no WAL
 before=$(q "SELECT pg_current_wal_insert_lsn()")

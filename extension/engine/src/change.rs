@@ -188,6 +188,11 @@ fn trim_zeros(b: &[u8]) -> &[u8] {
 
 struct Writer<'o>(&'o mut Vec<u8>);
 
+/// The xid a WAL record's header carries, which a change's own xid fields
+/// may leave out ([`frame_for_record`]); None on pages, where every xid is
+/// written.
+type RecordXid = Option<u32>;
+
 impl Writer<'_> {
     fn u8(&mut self, v: u8) {
         self.0.push(v);
@@ -290,6 +295,16 @@ const M_NEXT: u8 = 8;
 const M_SET: u8 = 16;
 const M_CLEAR: u8 = 32;
 
+/// In WAL records only: a [`Change::Modify`]'s deleter, or its locker, is
+/// the record's xid and left out.
+const M_XMAX_IS_RECORD_XID: u8 = 64;
+const M_LOCKER_IS_RECORD_XID: u8 = 128;
+
+/// In WAL records only, a bit of the kind byte: the change's own xid
+/// ([`Change::Insert`]'s xmin, [`Change::Update`]'s and [`Change::Undo`]'s
+/// xid) is the record's and left out.
+const K_RECORD_XID: u8 = 128;
+
 const K_CREATE: u8 = 1;
 const K_INSERT: u8 = 2;
 const K_MODIFY: u8 = 3;
@@ -303,7 +318,16 @@ const K_VACATE: u8 = 9;
 impl<'a> Change<'a> {
     /// Append the encoding of this change to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_with(out, None)
+    }
+
+    /// [`encode`](Self::encode), leaving out xid fields equal to
+    /// `record_xid` (flagged, so that decoding with the same xid puts them
+    /// back).
+    fn encode_with(&self, out: &mut Vec<u8>, record_xid: RecordXid) {
         let mut w = Writer(out);
+        let is_record_xid = |x: u32| record_xid == Some(x);
+        let kind = |k: u8, x: u32| if is_record_xid(x) { k | K_RECORD_XID } else { k };
         match self {
             Change::Create { columns } => {
                 w.u8(K_CREATE);
@@ -313,8 +337,12 @@ impl<'a> Change<'a> {
                 }
             }
             Change::Insert { row, xmin, cmin, flags, locker, values } => {
-                w.u8(K_INSERT);
-                for n in [*row, *xmin as u64, *cmin as u64, *flags as u64, *locker as u64, values.len() as u64] {
+                w.u8(kind(K_INSERT, *xmin));
+                w.num(*row);
+                if !is_record_xid(*xmin) {
+                    w.num(*xmin as u64);
+                }
+                for n in [*cmin as u64, *flags as u64, *locker as u64, values.len() as u64] {
                     w.num(n);
                 }
                 for v in values {
@@ -331,16 +359,20 @@ impl<'a> Change<'a> {
                     (M_NEXT, change.next.is_some()),
                     (M_SET, change.set_flags != 0),
                     (M_CLEAR, change.clear_flags != 0),
+                    (M_XMAX_IS_RECORD_XID, change.xmax.is_some_and(|(x, _)| is_record_xid(x))),
+                    (M_LOCKER_IS_RECORD_XID, change.locker.is_some_and(is_record_xid)),
                 ];
                 w.u8(present.iter().filter(|(_, p)| *p).fold(0, |m, (bit, _)| m | bit));
                 if let Some(x) = change.xmin {
                     w.num(x as u64);
                 }
                 if let Some((x, c)) = change.xmax {
-                    w.num(x as u64);
+                    if !is_record_xid(x) {
+                        w.num(x as u64);
+                    }
                     w.num(c as u64);
                 }
-                if let Some(l) = change.locker {
+                if let Some(l) = change.locker.filter(|l| !is_record_xid(*l)) {
                     w.num(l as u64);
                 }
                 if let Some(n) = change.next {
@@ -353,8 +385,12 @@ impl<'a> Change<'a> {
                 }
             }
             Change::Update { row, xid, cid, changes } => {
-                w.u8(K_UPDATE);
-                for n in [*row, *xid as u64, *cid as u64, changes.len() as u64] {
+                w.u8(kind(K_UPDATE, *xid));
+                w.num(*row);
+                if !is_record_xid(*xid) {
+                    w.num(*xid as u64);
+                }
+                for n in [*cid as u64, changes.len() as u64] {
                     w.num(n);
                 }
                 for (c, v) in changes {
@@ -363,9 +399,11 @@ impl<'a> Change<'a> {
                 }
             }
             Change::Undo { row, xid } => {
-                w.u8(K_UNDO);
+                w.u8(kind(K_UNDO, *xid));
                 w.num(*row);
-                w.num(*xid as u64);
+                if !is_record_xid(*xid) {
+                    w.num(*xid as u64);
+                }
             }
             Change::Chain { row, records } => {
                 w.u8(K_CHAIN);
@@ -419,8 +457,26 @@ impl<'a> Change<'a> {
     /// Read the change encoded at the start of `buf`: the change and the
     /// bytes its encoding took (an encoding delimits itself).
     pub fn decode_prefix(buf: &'a [u8]) -> Result<(Change<'a>, usize), DecodeError> {
+        Self::decode_prefix_with(buf, None)
+    }
+
+    /// [`decode_prefix`](Self::decode_prefix) of an encoding that may leave
+    /// out xid fields equal to `record_xid`; with None, one that does is
+    /// refused.
+    fn decode_prefix_with(buf: &'a [u8], record_xid: RecordXid) -> Result<(Change<'a>, usize), DecodeError> {
         let mut r = Reader { buf, at: 0 };
-        let change = match r.u8()? {
+        let kind_byte = r.u8()?;
+        let left_out = kind_byte & K_RECORD_XID != 0;
+        let kind = kind_byte & !K_RECORD_XID;
+        if left_out && (record_xid.is_none() || !matches!(kind, K_INSERT | K_UPDATE | K_UNDO)) {
+            return Err(DecodeError::BadKind(kind_byte));
+        }
+        // the change's own xid: the record's, or the next number
+        let own_xid = |r: &mut Reader| match record_xid.filter(|_| left_out) {
+            Some(x) => Ok(x),
+            None => r.u32(),
+        };
+        let change = match kind {
             K_CREATE => {
                 let n = r.count()?;
                 let mut columns = Vec::with_capacity(n);
@@ -430,7 +486,8 @@ impl<'a> Change<'a> {
                 Change::Create { columns }
             }
             K_INSERT => {
-                let (row, xmin, cmin, flags, locker) = (r.u64()?, r.u32()?, r.u32()?, r.u32()?, r.u32()?);
+                let (row, xmin) = (r.u64()?, own_xid(&mut r)?);
+                let (cmin, flags, locker) = (r.u32()?, r.u32()?, r.u32()?);
                 let n = r.count()?;
                 let mut values = Vec::with_capacity(n);
                 for _ in 0..n {
@@ -442,16 +499,26 @@ impl<'a> Change<'a> {
                 let row = r.u64()?;
                 let present = r.u8()?;
                 let has = |bit: u8| present & bit != 0;
+                let left_out_without = |bit: u8, field: u8| has(bit) && (record_xid.is_none() || !has(field));
+                if left_out_without(M_XMAX_IS_RECORD_XID, M_XMAX) || left_out_without(M_LOCKER_IS_RECORD_XID, M_LOCKER) {
+                    return Err(DecodeError::BadKind(kind_byte));
+                }
+                // an xid, or the record's where it was left out
+                let xid_unless = |r: &mut Reader, bit: u8| match record_xid.filter(|_| has(bit)) {
+                    Some(x) => Ok(x),
+                    None => r.u32(),
+                };
                 let xmin = if has(M_XMIN) { Some(r.u32()?) } else { None };
-                let xmax = if has(M_XMAX) { Some((r.u32()?, r.u32()?)) } else { None };
-                let locker = if has(M_LOCKER) { Some(r.u32()?) } else { None };
+                let xmax = if has(M_XMAX) { Some((xid_unless(&mut r, M_XMAX_IS_RECORD_XID)?, r.u32()?)) } else { None };
+                let locker = if has(M_LOCKER) { Some(xid_unless(&mut r, M_LOCKER_IS_RECORD_XID)?) } else { None };
                 let next = if has(M_NEXT) { Some(r.u64()?) } else { None };
                 let set_flags = if has(M_SET) { r.u32()? } else { 0 };
                 let clear_flags = if has(M_CLEAR) { r.u32()? } else { 0 };
                 Change::Modify { row, change: RowChange { xmin, xmax, set_flags, clear_flags, locker, next } }
             }
             K_UPDATE => {
-                let (row, xid, cid) = (r.u64()?, r.u32()?, r.u32()?);
+                let (row, xid) = (r.u64()?, own_xid(&mut r)?);
+                let cid = r.u32()?;
                 let n = r.count()?;
                 let mut changes = Vec::with_capacity(n);
                 for _ in 0..n {
@@ -459,7 +526,7 @@ impl<'a> Change<'a> {
                 }
                 Change::Update { row, xid, cid, changes }
             }
-            K_UNDO => Change::Undo { row: r.u64()?, xid: r.u32()? },
+            K_UNDO => Change::Undo { row: r.u64()?, xid: own_xid(&mut r)? },
             K_CHAIN => {
                 let row = r.u64()?;
                 let n = r.count()?;
@@ -595,18 +662,45 @@ pub fn frame(seq: u64, change: &Change, out: &mut Vec<u8>) {
     change.encode(out);
 }
 
+/// [`frame`] for a WAL record whose header carries `record_xid`: the
+/// change's xid fields equal to it are left out (a TPC-C row change's xid is
+/// three of its record's 60-odd bytes). Such entries never reach a page:
+/// redo expands them first ([`expand_record_entries`]), so a log page
+/// always holds the entries [`frame`] writes.
+pub fn frame_for_record(seq: u64, change: &Change, record_xid: u32, out: &mut Vec<u8>) {
+    debug_assert!(seq > 0, "sequence numbers start at 1");
+    put_varint(out, seq);
+    change.encode_with(out, Some(record_xid));
+}
+
+/// Entries framed by [`frame_for_record`] for a record carrying
+/// `record_xid`, appended to `out` as [`frame`] writes them: byte for byte
+/// the entries the writer put on its page. All of `bytes` must decode.
+pub fn expand_record_entries(bytes: &[u8], record_xid: u32, out: &mut Vec<u8>) -> Result<(), DecodeError> {
+    let mut entries = Entries { buf: bytes, at: 0, record_xid: Some(record_xid), stopped: None };
+    for (seq, change) in &mut entries {
+        frame(seq, &change, out);
+    }
+    match entries.stopped {
+        Some(e) => Err(e),
+        None if entries.consumed() < bytes.len() => Err(DecodeError::Truncated),
+        None => Ok(()),
+    }
+}
+
 /// The entries of a log, in order, until its end, a zero byte, or the first
 /// entry that does not decode (a cut-off tail).
 pub struct Entries<'a> {
     buf: &'a [u8],
     at: usize,
+    record_xid: RecordXid,
     /// Why reading stopped before the end, if it did.
     pub stopped: Option<DecodeError>,
 }
 
 impl<'a> Entries<'a> {
     pub fn new(buf: &'a [u8]) -> Entries<'a> {
-        Entries { buf, at: 0, stopped: None }
+        Entries { buf, at: 0, record_xid: None, stopped: None }
     }
 
     /// Bytes consumed by the entries returned so far.
@@ -620,7 +714,7 @@ impl<'a> Entries<'a> {
             return Ok(None); // the end, or zeroed space: the end of the log
         }
         let seq = get_varint(self.buf, &mut at)?;
-        let (change, n) = Change::decode_prefix(&self.buf[at..])?;
+        let (change, n) = Change::decode_prefix_with(&self.buf[at..], self.record_xid)?;
         Ok(Some((at + n, seq, change)))
     }
 }
@@ -846,6 +940,54 @@ mod tests {
         let back: Vec<(u64, Change)> = (&mut e).collect();
         assert_eq!(e.stopped, None);
         assert_eq!(back, changes.iter().enumerate().map(|(k, c)| (k as u64 + 1, trimmed(c))).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn entries_for_a_record_leave_its_xid_out_and_expand_to_the_page_bytes() {
+        let x = 2_000_000;
+        let changes = [
+            Change::Insert { row: 9, xmin: x, cmin: 3, flags: 0, locker: x, values: vec![Val::Fixed(&[1, 2])] },
+            Change::Insert { row: 9, xmin: x + 1, cmin: 3, flags: 0, locker: 0, values: vec![] },
+            Change::Update { row: 300, xid: x, cid: 1, changes: vec![(2, Val::Inline(&[4, b'z']))] },
+            Change::Update { row: 300, xid: 7, cid: 1, changes: vec![] },
+            Change::Undo { row: 300, xid: x },
+            Change::Modify { row: 8, change: RowChange { xmin: Some(x), xmax: Some((x, 4)), set_flags: 0, clear_flags: 0, locker: Some(x), next: Some(9) } },
+            Change::Modify { row: 8, change: RowChange { xmin: None, xmax: Some((5, 4)), set_flags: 1, clear_flags: 0, locker: Some(x), next: None } },
+            Change::Modify { row: 8, change: RowChange { xmin: None, xmax: Some((x, 0)), set_flags: 0, clear_flags: 2, locker: Some(6), next: None } },
+            Change::Vacate { rows: vec![1, 2] },
+            Change::SetColumn { col: 2, spec: ColumnSpec::fixed(8), fill: Val::Null, state: ColumnState::Tentative, owner_xid: x },
+        ];
+        let (mut page, mut record) = (vec![], vec![]);
+        for (k, c) in changes.iter().enumerate() {
+            let before = (page.len(), record.len());
+            frame(k as u64 + 1, c, &mut page);
+            frame_for_record(k as u64 + 1, c, x, &mut record);
+            let (on_page, in_record) = (page.len() - before.0, record.len() - before.1);
+            // x takes three bytes as a varint: each field equal to it is left out
+            let left_out = match c {
+                Change::Insert { xmin, .. } => (*xmin == x) as usize,
+                Change::Update { xid, .. } | Change::Undo { xid, .. } => (*xid == x) as usize,
+                Change::Modify { change, .. } => change.xmax.is_some_and(|m| m.0 == x) as usize + (change.locker == Some(x)) as usize,
+                _ => 0,
+            };
+            assert_eq!(on_page - in_record, 3 * left_out, "{c:?}");
+        }
+        let mut expanded = vec![];
+        expand_record_entries(&record, x, &mut expanded).unwrap();
+        assert_eq!(expanded, page);
+        // Left-out xids never decode without the record's: a page holding
+        // such an entry would end its log there, not read a wrong xid.
+        let mut e = Entries::new(&record);
+        assert_eq!(e.by_ref().count(), 0);
+        assert_eq!(e.stopped, Some(DecodeError::BadKind(K_INSERT | K_RECORD_XID)));
+        let mut modify = vec![];
+        frame_for_record(1, &changes[6], x, &mut modify);
+        let mut e = Entries::new(&modify);
+        assert_eq!(e.next(), None);
+        assert_eq!(e.stopped, Some(DecodeError::BadKind(K_MODIFY)));
+        // With another record's xid, the same bytes are another change; the
+        // record's CRC is what ties them to their xid. Cut off, they fail.
+        assert_eq!(expand_record_entries(&record[..record.len() - 1], x, &mut vec![]), Err(DecodeError::Truncated));
     }
 
     #[test]

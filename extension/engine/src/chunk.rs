@@ -14,6 +14,11 @@ pub const WHOLE: u8 = 1;
 pub const FIRST: u8 = 2;
 pub const MIDDLE: u8 = 3;
 pub const LAST: u8 = 4;
+/// In WAL records only: a [`WHOLE`] chunk whose entries leave out the
+/// record's xid ([`crate::change::frame_for_record`]). Redo makes it the
+/// `WHOLE` chunk of the expanded entries before it reaches a page; a page
+/// holding one would end its log there (a kind a stream does not know).
+pub const WHOLE_FOR_RECORD: u8 = 5;
 /// At most: a varint of a u64.
 pub const CHUNK_HEADER_MAX: usize = 10;
 

@@ -3,7 +3,7 @@
 //! under the same row ids (stamps, values, links, version chains).
 
 use anker_engine::arena::Arena;
-use anker_engine::change::{frame, Change, Entries, Val};
+use anker_engine::change::{expand_record_entries, frame, frame_for_record, Change, Entries, Val};
 use anker_engine::snapshot::Method;
 use anker_engine::table::{flag, ColumnSpec, ColumnState, Directory, RowChange, Table, Value, VAR_SLOT};
 use proptest::prelude::*;
@@ -96,9 +96,18 @@ fn run(ops: &[Op]) {
     let t = dir.get_or_create(&a, &[1, 1, 1, 0], &|| specs.clone()).unwrap();
     let log = std::cell::RefCell::new(vec![]);
     let seq = std::cell::Cell::new(0u64);
+    // the xid of the op being logged: its WAL record's
+    let record_xid = std::cell::Cell::new(0u32);
     let log_change = |c: Change| {
         seq.set(seq.get() + 1);
-        frame(seq.get(), &c, &mut log.borrow_mut());
+        let mut page = vec![];
+        frame(seq.get(), &c, &mut page);
+        // a WAL record leaves the op's xid out; redo puts back the page's bytes
+        let (mut record, mut expanded) = (vec![], vec![]);
+        frame_for_record(seq.get(), &c, record_xid.get(), &mut record);
+        expand_record_entries(&record, record_xid.get(), &mut expanded).unwrap();
+        assert_eq!(expanded, page, "{c:?}");
+        log.borrow_mut().extend_from_slice(&page);
     };
     let mut xid = 100u32;
     // Halfway, an image from a snapshot: replayed with the changes made
@@ -117,6 +126,7 @@ fn run(ops: &[Op]) {
             image = Some((bytes, at));
         }
         xid += 1;
+        record_xid.set(xid);
         let live = |row: u64| t.header(&a, row).filter(|h| h.flags & flag::VACANT == 0 && h.xmin != 0);
         match op {
             Op::Insert(rows) => {

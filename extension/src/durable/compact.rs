@@ -108,7 +108,7 @@ pub fn compact(rel: pg_sys::Relation, table: &Table) -> Option<Compacted> {
         let mut image_bytes = 0u64;
         let mut flush = |batch: &mut Vec<u8>| {
             let tail = (image_tail != INVALID).then(|| fork.read_locked(image_tail));
-            let last = append(fork, tail, batch, pages::XLOG_ANKER_IMAGE, None);
+            let last = append(fork, tail, batch, None, pages::XLOG_ANKER_IMAGE, None);
             image_tail = pg_sys::BufferGetBlockNumber(last);
             if image_head == INVALID {
                 // the first block, which the metapage remembers as pending
@@ -153,14 +153,14 @@ pub fn compact(rel: pg_sys::Relation, table: &Table) -> Option<Compacted> {
             b = next_of(fork, b);
         }
         let last = fork.read_locked(image_tail);
-        let mut parts = vec![Part { buf: last, new: false, meta: false, op: pages::log_op(Some(resume), &[]) }];
+        let mut parts = vec![Part { buf: last, new: false, meta: false, op: pages::log_op(Some(resume), &[]), logged: None }];
         let mut new_meta = Meta { head: image_head, free: meta.free, generation: meta.generation.wrapping_add(1), pending: INVALID };
         if freed_last != INVALID {
             let fl = fork.read_locked(freed_last);
-            parts.push(Part { buf: fl, new: false, meta: false, op: pages::log_op(Some((meta.free, PAGE_HEADER)), &[]) });
+            parts.push(Part { buf: fl, new: false, meta: false, op: pages::log_op(Some((meta.free, PAGE_HEADER)), &[]), logged: None });
             new_meta.free = meta.head;
         }
-        parts.push(Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(new_meta) });
+        parts.push(Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(new_meta), logged: None });
         pages::log_and_apply(fork.permanent, &parts, pages::XLOG_ANKER_SWITCH);
         for part in &parts {
             pg_sys::UnlockReleaseBuffer(part.buf);
@@ -201,8 +201,8 @@ unsafe fn free_unfinished_image(fork: Fork) {
     }
     let lbuf = fork.read_locked(last);
     let parts = [
-        Part { buf: lbuf, new: false, meta: false, op: pages::log_op(Some((meta.free, PAGE_HEADER)), &[]) },
-        Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(Meta { free: meta.pending, pending: INVALID, ..meta }) },
+        Part { buf: lbuf, new: false, meta: false, op: pages::log_op(Some((meta.free, PAGE_HEADER)), &[]), logged: None },
+        Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(Meta { free: meta.pending, pending: INVALID, ..meta }), logged: None },
     ];
     pages::log_and_apply(fork.permanent, &parts, pages::XLOG_ANKER_SWITCH);
     pg_sys::UnlockReleaseBuffer(lbuf);

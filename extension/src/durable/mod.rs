@@ -22,8 +22,8 @@ mod pages;
 pub mod redo;
 
 use crate::shmem;
-use anker_engine::change::{frame, Change, Entries};
-use anker_engine::chunk::{chunk, Assembler, CHUNK_HEADER_MAX, FIRST, LAST, MIDDLE, WHOLE};
+use anker_engine::change::{frame, frame_for_record, Change, Entries};
+use anker_engine::chunk::{chunk, Assembler, CHUNK_HEADER_MAX, FIRST, LAST, MIDDLE, WHOLE, WHOLE_FOR_RECORD};
 use anker_engine::table::{ColumnState, Table, TableKey};
 use pages::{Meta, Part, INVALID, PAGE_DATA, PAGE_HEADER};
 use pgrx::pg_sys;
@@ -40,22 +40,50 @@ const MAX_RECORD_PAGES: usize = 30;
 
 // ---- writing ---------------------------------------------------------------------
 
-/// The changes one write makes, framed as log entries.
+/// The changes one write makes, framed as log entries: as the log's pages
+/// hold them, and as the WAL record carries them, without the xid its
+/// header holds (`record_xid`: the transaction's, if it had one at every
+/// change; else 0, and the record carries the page's entries).
 pub struct Log {
     entries: Vec<u8>,
+    record_entries: Vec<u8>,
+    record_xid: u32,
     next_seq: u64,
     count: u64,
     enabled: bool,
 }
 
 impl Log {
+    fn new(enabled: bool, next_seq: u64, entries: Vec<u8>, record_entries: Vec<u8>) -> Log {
+        Log { entries, record_entries, record_xid: 0, next_seq, count: 0, enabled }
+    }
+
     /// Record `change` (made to the engine table just now).
     pub fn push(&mut self, change: &Change) {
         if self.enabled {
             frame(self.next_seq, change, &mut self.entries);
+            // The xid XLogInsert will put in the record's header, if it
+            // does not change before then (`append_to_tail` checks).
+            // SAFETY: reads backend state.
+            let xid: u32 = unsafe { crate::pg_leaf::GetCurrentTransactionIdIfAny() }.into();
+            if self.count == 0 {
+                self.record_xid = xid;
+            }
+            if xid != self.record_xid {
+                self.record_xid = 0;
+            }
+            if self.record_xid != 0 {
+                frame_for_record(self.next_seq, change, xid, &mut self.record_entries);
+            }
             self.next_seq += 1;
             self.count += 1;
         }
+    }
+
+    /// The entries as a record carrying `record_xid` may carry them, where
+    /// that is shorter.
+    fn for_record(&self) -> Option<(&[u8], u32)> {
+        (self.record_xid != 0 && self.record_entries.len() < self.entries.len()).then_some((&self.record_entries[..], self.record_xid))
     }
 
     pub fn is_enabled(&self) -> bool {
@@ -170,8 +198,7 @@ fn write_to<R>(fork: Option<Fork>, table: &Table, op: impl FnOnce(&mut Log) -> R
     // it settles itself (loading) is not written.
     // SAFETY: a flag read.
     let Some(fork) = fork.filter(|_| unsafe { !crate::pg_leaf::RecoveryInProgress() }) else {
-        let mut log = Log { entries: vec![], next_seq: 0, count: 0, enabled: false };
-        return op(&mut log);
+        return op(&mut Log::new(false, 0, vec![], vec![]));
     };
     // SAFETY: buffers are pinned and locked by us until the end of this
     // function (an error releases them with the transaction).
@@ -181,11 +208,13 @@ fn write_to<R>(fork: Option<Fork>, table: &Table, op: impl FnOnce(&mut Log) -> R
             tail = fresh_tail(fork, tail, table);
         }
         let mut entries = std::mem::take(&mut *(&raw mut ENTRIES));
+        let mut record_entries = std::mem::take(&mut *(&raw mut RECORD_ENTRIES));
         entries.clear();
-        let mut log = Log { entries, next_seq: table.durable_seq.load(Ordering::Acquire) + 1, count: 0, enabled: true };
+        record_entries.clear();
+        let mut log = Log::new(true, table.durable_seq.load(Ordering::Acquire) + 1, entries, record_entries);
         let r = op(&mut log);
         let tail = if log.count > 0 {
-            let tail = append(fork, Some(tail), &log.entries, pages::XLOG_ANKER_APPEND, Some(table));
+            let tail = append(fork, Some(tail), &log.entries, log.for_record(), pages::XLOG_ANKER_APPEND, Some(table));
             // Published once the entries are in the log (an append that
             // fails must leave no gap in the numbers), and before the new
             // tail is unlocked: whoever locked an old tail meanwhile saw it
@@ -198,6 +227,7 @@ fn write_to<R>(fork: Option<Fork>, table: &Table, op: impl FnOnce(&mut Log) -> R
         };
         crate::pg_leaf::UnlockReleaseBuffer(tail);
         *(&raw mut ENTRIES) = log.entries;
+        *(&raw mut RECORD_ENTRIES) = log.record_entries;
         r
     }
 }
@@ -221,9 +251,9 @@ unsafe fn fresh_tail(fork: Fork, tail: pg_sys::Buffer, table: &Table) -> pg_sys:
     let buf = take_block(fork, &mut meta);
     let block = pg_sys::BufferGetBlockNumber(buf);
     let parts = [
-        Part { buf: tail, new: false, meta: false, op: pages::log_op(Some((block, PAGE_HEADER)), &[]) },
-        Part { buf, new: true, meta: false, op: pages::log_op(Some((INVALID, PAGE_HEADER)), &[]) },
-        Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(meta) },
+        Part { buf: tail, new: false, meta: false, op: pages::log_op(Some((block, PAGE_HEADER)), &[]), logged: None },
+        Part { buf, new: true, meta: false, op: pages::log_op(Some((INVALID, PAGE_HEADER)), &[]), logged: None },
+        Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(meta), logged: None },
     ];
     pages::log_and_apply(fork.permanent, &parts, pages::XLOG_ANKER_APPEND);
     table.log_tail.store(block, Ordering::Release);
@@ -245,12 +275,15 @@ unsafe fn take_block(fork: Fork, meta: &mut Meta) -> pg_sys::Buffer {
     b
 }
 
-/// The entries of a write being framed, and the page operation of an append
-/// that fits its tail block: kept per backend, so that a row change's trip
+/// The entries of a write being framed (for the page and for the record),
+/// and the page operation of an append that fits its tail block (for the
+/// page and for the record): kept per backend, so that a row change's trip
 /// to the log allocates nothing (a write nested in another, or one an error
 /// cut short, gets a fresh buffer).
 static mut ENTRIES: Vec<u8> = Vec::new();
+static mut RECORD_ENTRIES: Vec<u8> = Vec::new();
 static mut TAIL_OP: Vec<u8> = Vec::new();
+static mut RECORD_TAIL_OP: Vec<u8> = Vec::new();
 
 /// Pin and exclusively lock the last block of the log (creating the fork's
 /// first blocks if it has none): the table's log lock.
@@ -327,8 +360,8 @@ unsafe fn init_fork(fork: Fork, table: &Table) {
     let first_block = pg_sys::BufferGetBlockNumber(first);
     let chunk = chunk(WHOLE, &entries);
     let parts = [
-        Part { buf: meta, new: true, meta: true, op: pages::meta_op(Meta { head: first_block, free: INVALID, generation: 0, pending: INVALID }) },
-        Part { buf: first, new: true, meta: false, op: pages::log_op(Some((INVALID, PAGE_HEADER)), &chunk) },
+        Part { buf: meta, new: true, meta: true, op: pages::meta_op(Meta { head: first_block, free: INVALID, generation: 0, pending: INVALID }), logged: None },
+        Part { buf: first, new: true, meta: false, op: pages::log_op(Some((INVALID, PAGE_HEADER)), &chunk), logged: None },
     ];
     pages::log_and_apply(fork.permanent, &parts, pages::XLOG_ANKER_APPEND);
     pg_sys::UnlockReleaseBuffer(meta);
@@ -344,11 +377,20 @@ unsafe fn init_fork(fork: Fork, table: &Table) {
 /// Append framed `entries` to a chain whose last block is `tail` (pinned,
 /// locked; None: the chain starts now) in records of kind `info`: one
 /// chunk, or pieces when they would fill more pages than a record may
-/// carry. Returns the new last block, pinned and locked (the caller
-/// releases it). With `table`, the chain is its log, whose tail moves.
-unsafe fn append(fork: Fork, mut tail: Option<pg_sys::Buffer>, entries: &[u8], info: u8, table: Option<&Table>) -> pg_sys::Buffer {
+/// carry. `for_record`: the same entries framed for a record carrying that
+/// xid, which an append to the tail block logs instead. Returns the new
+/// last block, pinned and locked (the caller releases it). With `table`,
+/// the chain is its log, whose tail moves.
+unsafe fn append(
+    fork: Fork,
+    mut tail: Option<pg_sys::Buffer>,
+    entries: &[u8],
+    for_record: Option<(&[u8], u32)>,
+    info: u8,
+    table: Option<&Table>,
+) -> pg_sys::Buffer {
     if let Some(t) = tail {
-        if append_to_tail(fork, t, entries, info) {
+        if append_to_tail(fork, t, entries, for_record, info) {
             return t;
         }
     }
@@ -374,7 +416,7 @@ unsafe fn append(fork: Fork, mut tail: Option<pg_sys::Buffer>, entries: &[u8], i
 /// there (the common case: a row change or a few), building the page
 /// operation in a reused buffer; the log's tail stays where it is. False:
 /// they do not fit, nothing was done.
-unsafe fn append_to_tail(fork: Fork, tail: pg_sys::Buffer, entries: &[u8], info: u8) -> bool {
+unsafe fn append_to_tail(fork: Fork, tail: pg_sys::Buffer, entries: &[u8], for_record: Option<(&[u8], u32)>, info: u8) -> bool {
     let (header, header_len) = anker_engine::change::varint((entries.len() as u64) << 3 | WHOLE as u64);
     if header_len + entries.len() > pages::room(pages::page(tail)) {
         return false;
@@ -383,10 +425,21 @@ unsafe fn append_to_tail(fork: Fork, tail: pg_sys::Buffer, entries: &[u8], info:
     let link = (pages::link_of(pages::page(tail)) != end).then_some(end);
     let mut op = std::mem::take(&mut *(&raw mut TAIL_OP));
     pages::log_op_into(&mut op, link, &[&header[..header_len], entries]);
-    let parts = [Part { buf: tail, new: false, meta: false, op }];
+    // The record carries the entries without its xid when it is the one
+    // XLogInsert will write (GetCurrentTransactionIdIfAny, as there).
+    let logged = for_record.filter(|&(_, xid)| fork.permanent && u32::from(crate::pg_leaf::GetCurrentTransactionIdIfAny()) == xid).map(|(short, _)| {
+        let (header, header_len) = anker_engine::change::varint((short.len() as u64) << 3 | WHOLE_FOR_RECORD as u64);
+        let mut logged = std::mem::take(&mut *(&raw mut RECORD_TAIL_OP));
+        pages::log_op_into(&mut logged, link, &[&header[..header_len], short]);
+        logged
+    });
+    let parts = [Part { buf: tail, new: false, meta: false, op, logged }];
     pages::log_and_apply(fork.permanent, &parts, info);
     let [part] = parts;
     *(&raw mut TAIL_OP) = part.op;
+    if let Some(logged) = part.logged {
+        *(&raw mut RECORD_TAIL_OP) = logged;
+    }
     true
 }
 
@@ -421,10 +474,10 @@ unsafe fn append_chunk(fork: Fork, tail: Option<pg_sys::Buffer>, chunk: &[u8], i
             None => (INVALID, PAGE_HEADER),
         };
         let same = !*new && pages::link_of(pages::page(*buf)) == link;
-        parts.push(Part { buf: *buf, new: *new, meta: false, op: pages::log_op((!same).then_some(link), bytes) });
+        parts.push(Part { buf: *buf, new: *new, meta: false, op: pages::log_op((!same).then_some(link), bytes), logged: None });
     }
     if let Some((mbuf, m)) = meta {
-        parts.push(Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(m) });
+        parts.push(Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(m), logged: None });
     }
     pages::log_and_apply(fork.permanent, &parts, info);
     // Keep the new last block locked; release the others once writers

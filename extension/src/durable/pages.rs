@@ -22,6 +22,7 @@
 //! point to the free chain, from which appends take blocks before the file
 //! grows. So the file stays about as large as the image plus the log since.
 
+use anker_engine::chunk::{chunk, parse_chunk, WHOLE, WHOLE_FOR_RECORD};
 use pgrx::pg_sys;
 
 pub const MAGIC: u32 = 0x414e_4b52; // "ANKR"
@@ -54,6 +55,11 @@ const META_LEN: usize = 24;
 pub const XLOG_ANKER_APPEND: u8 = 0x10;
 pub const XLOG_ANKER_IMAGE: u8 = 0x20;
 pub const XLOG_ANKER_SWITCH: u8 = 0x30;
+/// A flag of an APPEND record: its one page operation appends a
+/// [`WHOLE_FOR_RECORD`] chunk ([`expand_op`]). Only the flag says so: the
+/// bytes a record appends to a page after its first may start anywhere in
+/// a chunk.
+pub const XLOG_ANKER_XID_LEFT_OUT: u8 = 0x80;
 
 /// Main data of a record: which block references are new pages (redo
 /// initialises them) and which is the metapage. A record with neither
@@ -250,13 +256,33 @@ pub unsafe fn apply(p: *mut u8, new: bool, is_meta: bool, op: &[u8]) {
 }
 
 /// One page of a record being built: its buffer (pinned, exclusively
-/// locked), whether it is new, whether it is the metapage, and its
-/// operation.
+/// locked), whether it is new, whether it is the metapage, its operation,
+/// and what the record carries instead where that is shorter (an append
+/// whose entries leave out the record's xid: [`expand_op`] gives `op` back).
 pub struct Part {
     pub buf: pg_sys::Buffer,
     pub new: bool,
     pub meta: bool,
     pub op: Vec<u8>,
+    pub logged: Option<Vec<u8>>,
+}
+
+/// The page operation of an APPEND record flagged
+/// [`XLOG_ANKER_XID_LEFT_OUT`], from the one the record carries: it
+/// appends a [`WHOLE_FOR_RECORD`] chunk, and the page gets the [`WHOLE`]
+/// chunk of its entries with `record_xid` put back.
+pub fn expand_op(op: &[u8], record_xid: u32) -> Result<Vec<u8>, anker_engine::change::DecodeError> {
+    use anker_engine::change::{expand_record_entries, DecodeError};
+    let (link, bytes) = parse_log_op(op).ok_or(DecodeError::Truncated)?;
+    match parse_chunk(bytes) {
+        Some((WHOLE_FOR_RECORD, body, len)) if len == bytes.len() => {
+            let mut entries = Vec::with_capacity(body.len() + 16);
+            expand_record_entries(body, record_xid, &mut entries)?;
+            Ok(log_op(link, &chunk(WHOLE, &entries)))
+        }
+        Some((kind, _, _)) => Err(DecodeError::BadKind(kind)),
+        None => Err(DecodeError::Truncated),
+    }
 }
 
 /// The buffer and WAL functions `log_and_apply` calls inside its critical
@@ -305,9 +331,12 @@ pub unsafe fn log_and_apply(permanent: bool, parts: &[Part], info: u8) {
             // a standby applies them to a table in memory too.
             let flags = if part.new { pg_sys::REGBUF_WILL_INIT } else { pg_sys::REGBUF_STANDARD | pg_sys::REGBUF_KEEP_DATA };
             XLogRegisterBuffer(k as u8, part.buf, flags as u8);
-            XLogRegisterBufData(k as u8, part.op.as_ptr() as *mut std::ffi::c_char, part.op.len() as i32);
+            let op = part.logged.as_ref().unwrap_or(&part.op);
+            XLogRegisterBufData(k as u8, op.as_ptr() as *mut std::ffi::c_char, op.len() as i32);
         }
-        let lsn = XLogInsert(super::RMGR_ID, info);
+        let xid_left_out = parts.iter().any(|p| p.logged.is_some());
+        debug_assert!(!xid_left_out || (parts.len() == 1 && info == XLOG_ANKER_APPEND));
+        let lsn = XLogInsert(super::RMGR_ID, if xid_left_out { info | XLOG_ANKER_XID_LEFT_OUT } else { info });
         for part in parts {
             set_lsn(page(part.buf), lsn);
         }

@@ -8,7 +8,9 @@
 //!
 //! Redo runs in the startup process, which inherits the arena, without
 //! catalog access: a record names its relation file through its block
-//! references, and its chunk carries complete entries (or pieces of one).
+//! references, and its chunk carries complete entries (or pieces of one;
+//! a row change's entries leave out the xid the record's header carries,
+//! and are expanded before they reach a page: `pages::expand_op`).
 //! Pages are redone by PostgreSQL's rules (page LSN, full-page images).
 //! Crash recovery redoes pages only; tables are loaded from their forks by
 //! the backends that use them, once the forks are consistent. On a hot
@@ -16,7 +18,7 @@
 //! sequence number (a table loaded meanwhile skips those it has).
 
 use super::logical::{self, XLOG_ANKER_ROW};
-use super::pages::{self, RecordHeader, XLOG_ANKER_APPEND, XLOG_ANKER_IMAGE, XLOG_ANKER_SWITCH};
+use super::pages::{self, RecordHeader, XLOG_ANKER_APPEND, XLOG_ANKER_IMAGE, XLOG_ANKER_SWITCH, XLOG_ANKER_XID_LEFT_OUT};
 use super::RMGR_ID;
 use anker_engine::chunk::{parse_chunk, FIRST, LAST, MIDDLE, WHOLE};
 use crate::shmem;
@@ -91,7 +93,13 @@ fn pieces() -> &'static mut HashMap<TableKey, Vec<u8>> {
 /// The record's kind (`xl_info` without the bits PostgreSQL uses).
 pub(super) fn kind(record: *mut pg_sys::XLogReaderState) -> u8 {
     // SAFETY: a decoded record.
-    unsafe { (*(*record).record).header.xl_info & !(pg_sys::XLR_INFO_MASK as u8) }
+    unsafe { (*(*record).record).header.xl_info & !(pg_sys::XLR_INFO_MASK as u8 | XLOG_ANKER_XID_LEFT_OUT) }
+}
+
+/// Does the record's one page operation leave out its xid (`pages::expand_op`)?
+fn xid_left_out(record: *mut pg_sys::XLogReaderState) -> bool {
+    // SAFETY: a decoded record.
+    unsafe { (*(*record).record).header.xl_info & XLOG_ANKER_XID_LEFT_OUT != 0 }
 }
 
 #[pg_guard]
@@ -111,9 +119,16 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // after it (a link to a page not yet written would hand it that page's
     // old bytes; a switch half done, a chain it never had).
     let mut held = Vec::with_capacity(4);
-    for (id, rnode, block, data) in blocks(record) {
+    let xid: u32 = (*(*record).record).header.xl_xid.into();
+    for (id, rnode, block, logged) in blocks(record) {
         file = Some(rnode);
         let is_meta = header.meta_pages & (1 << id) != 0;
+        let op: std::borrow::Cow<[u8]> = if is_meta || !xid_left_out(record) {
+            logged.into()
+        } else {
+            pages::expand_op(logged, xid).unwrap_or_else(|e| unreadable(&rnode, lsn, e)).into()
+        };
+        let data = &op[..];
         let buf = if header.new_pages & (1 << id) != 0 {
             let buf = pg_sys::XLogInitBufferForRedo(record, id);
             pages::apply(pages::page(buf), true, is_meta, data);
@@ -239,19 +254,23 @@ unsafe fn apply_entries(t: &anker_engine::table::Table, key: &TableKey, rnode: p
         t.durable_seq.store(seq, Ordering::Release);
     }
     if let Some(e) = entries.stopped {
-        ereport!(
-            FATAL,
-            PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-            format!(
-                "anker: unreadable change in the WAL record at {:X}/{:X} for relation file {}/{}/{}: {e}",
-                lsn >> 32,
-                lsn as u32,
-                rnode.spcNode,
-                rnode.dbNode,
-                rnode.relNode
-            )
-        );
+        unreadable(&rnode, lsn, e);
     }
+}
+
+fn unreadable(rnode: &pg_sys::RelFileNode, lsn: pg_sys::XLogRecPtr, e: anker_engine::change::DecodeError) -> ! {
+    ereport!(
+        FATAL,
+        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        format!(
+            "anker: unreadable change in the WAL record at {:X}/{:X} for relation file {}/{}/{}: {e}",
+            lsn >> 32,
+            lsn as u32,
+            rnode.spcNode,
+            rnode.dbNode,
+            rnode.relNode
+        )
+    );
 }
 
 fn out_of_memory_in_redo(e: anker_engine::arena::AllocError, rnode: &pg_sys::RelFileNode, lsn: pg_sys::XLogRecPtr) -> ! {
@@ -295,9 +314,21 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
     let mut file = None;
     let mut meta = None;
     let mut links = vec![];
-    for (id, rnode, block, data) in blocks(record) {
+    let xid: u32 = (*(*record).record).header.xl_xid.into();
+    let mut unreadable = None;
+    for (id, rnode, block, logged) in blocks(record) {
         file.get_or_insert((rnode, block));
-        if header.meta_pages & (1 << id) != 0 {
+        let is_meta = header.meta_pages & (1 << id) != 0;
+        let op: std::borrow::Cow<[u8]> = if is_meta || !xid_left_out(record) {
+            logged.into()
+        } else {
+            pages::expand_op(logged, xid).map(Into::into).unwrap_or_else(|e| {
+                unreadable = Some(e);
+                logged.into()
+            })
+        };
+        let data = &op[..];
+        if is_meta {
             if data.len() >= 16 {
                 let w = |k: usize| u32::from_le_bytes(data[k..k + 4].try_into().expect("4 bytes"));
                 meta = Some((w(0), w(4), w(8)));
@@ -312,6 +343,12 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
     let mut text = String::new();
     if let Some((r, b)) = file {
         text.push_str(&format!("rel {}/{}/{} blk {b}: ", r.spcNode, r.dbNode, r.relNode));
+    }
+    if let Some(e) = unreadable {
+        text.push_str(&format!("unreadable entries ({e})"));
+        let c = std::ffi::CString::new(text).unwrap_or_default();
+        pg_sys::appendStringInfoString(buf, c.as_ptr());
+        return;
     }
     match kind(record) {
         XLOG_ANKER_SWITCH => {
@@ -342,7 +379,7 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
 
 #[pg_guard]
 unsafe extern "C-unwind" fn identify(info: u8) -> *const std::ffi::c_char {
-    match info & !(pg_sys::XLR_INFO_MASK as u8) {
+    match info & !(pg_sys::XLR_INFO_MASK as u8 | XLOG_ANKER_XID_LEFT_OUT) {
         XLOG_ANKER_APPEND => c"APPEND".as_ptr(),
         XLOG_ANKER_IMAGE => c"IMAGE".as_ptr(),
         XLOG_ANKER_SWITCH => c"SWITCH".as_ptr(),
