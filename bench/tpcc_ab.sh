@@ -105,9 +105,10 @@ for r in $(seq 1 "$ROUNDS"); do
         done
         if [ "$r" = "$ROUNDS" ]; then
             # where this round's WAL went (pg_walinspect reads flushed WAL only:
-            # the switch flushes; read now, before a checkpoint recycles it)
+            # the switch flushes; read now, before a checkpoint recycles it),
+            # by type (PostgreSQL's statistics split a type by xl_info's flags)
             cluster_psql -At -c "SELECT pg_switch_wal()" >/dev/null
-            breakdown[$am]=$(cluster_psql -At -F ' ' -c "SELECT \"resource_manager/record_type\", round(combined_size::numeric / $xacts), round(count::numeric / $xacts, 2), round(fpi_size::numeric / $xacts) FROM pg_get_wal_stats('$from', '$to', true) WHERE combined_size > 0 ORDER BY combined_size DESC LIMIT 12" 2>/dev/null | sed 's/^/  /') ||
+            breakdown[$am]=$(cluster_psql -At -F ' ' -c "SELECT \"resource_manager/record_type\", round(sum(combined_size)::numeric / $xacts), round(sum(count)::numeric / $xacts, 2), round(sum(fpi_size)::numeric / $xacts) FROM pg_get_wal_stats('$from', '$to', true) WHERE combined_size > 0 GROUP BY 1 ORDER BY sum(combined_size) DESC LIMIT 12" 2>/dev/null | sed 's/^/  /') ||
                 breakdown[$am]="  (a checkpoint recycled the round's WAL before it was read)"
         fi
         [ -n "$perf_pid" ] && wait "$perf_pid"
