@@ -153,7 +153,13 @@ pub fn varint(mut v: u64) -> ([u8; 10], usize) {
 }
 
 /// Append `v` as a LEB128 varint.
+#[inline]
 pub fn put_varint(out: &mut Vec<u8>, v: u64) {
+    if v < 0x80 {
+        // most numbers of a change: kinds, counts, columns, short lengths
+        out.push(v as u8);
+        return;
+    }
     let (b, n) = varint(v);
     out.extend_from_slice(&b[..n]);
 }
