@@ -22,7 +22,7 @@ use super::pages::{self, RecordHeader, XLOG_ANKER_APPEND, XLOG_ANKER_IMAGE, XLOG
 use super::RMGR_ID;
 use anker_engine::chunk::{parse_chunk, FIRST, LAST, MIDDLE, WHOLE};
 use crate::shmem;
-use anker_engine::change::{Change, Entries};
+use anker_engine::change::{Change, DecodeError, Entries};
 use anker_engine::table::TableKey;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -96,10 +96,16 @@ pub(super) fn kind(record: *mut pg_sys::XLogReaderState) -> u8 {
     unsafe { (*(*record).record).header.xl_info & !(pg_sys::XLR_INFO_MASK as u8 | XLOG_ANKER_XID_LEFT_OUT) }
 }
 
-/// Does the record's one page operation leave out its xid (`pages::expand_op`)?
-fn xid_left_out(record: *mut pg_sys::XLogReaderState) -> bool {
+/// A block's operation as the page gets it: the record's own, or, in a
+/// record flagged `XLOG_ANKER_XID_LEFT_OUT`, its log operation with the
+/// record's xid put back (`pages::expand_op`).
+fn page_op<'d>(record: *mut pg_sys::XLogReaderState, is_meta: bool, logged: &'d [u8]) -> Result<std::borrow::Cow<'d, [u8]>, DecodeError> {
     // SAFETY: a decoded record.
-    unsafe { (*(*record).record).header.xl_info & XLOG_ANKER_XID_LEFT_OUT != 0 }
+    let h = unsafe { &(*(*record).record).header };
+    if is_meta || h.xl_info & XLOG_ANKER_XID_LEFT_OUT == 0 {
+        return Ok(logged.into());
+    }
+    pages::expand_op(logged, h.xl_xid.into()).map(Into::into)
 }
 
 #[pg_guard]
@@ -119,15 +125,10 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // after it (a link to a page not yet written would hand it that page's
     // old bytes; a switch half done, a chain it never had).
     let mut held = Vec::with_capacity(4);
-    let xid: u32 = (*(*record).record).header.xl_xid.into();
     for (id, rnode, block, logged) in blocks(record) {
         file = Some(rnode);
         let is_meta = header.meta_pages & (1 << id) != 0;
-        let op: std::borrow::Cow<[u8]> = if is_meta || !xid_left_out(record) {
-            logged.into()
-        } else {
-            pages::expand_op(logged, xid).unwrap_or_else(|e| unreadable(&rnode, lsn, e)).into()
-        };
+        let op = page_op(record, is_meta, logged).unwrap_or_else(|e| unreadable(&rnode, lsn, e));
         let data = &op[..];
         let buf = if header.new_pages & (1 << id) != 0 {
             let buf = pg_sys::XLogInitBufferForRedo(record, id);
@@ -258,7 +259,7 @@ unsafe fn apply_entries(t: &anker_engine::table::Table, key: &TableKey, rnode: p
     }
 }
 
-fn unreadable(rnode: &pg_sys::RelFileNode, lsn: pg_sys::XLogRecPtr, e: anker_engine::change::DecodeError) -> ! {
+fn unreadable(rnode: &pg_sys::RelFileNode, lsn: pg_sys::XLogRecPtr, e: DecodeError) -> ! {
     ereport!(
         FATAL,
         PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
@@ -314,19 +315,14 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
     let mut file = None;
     let mut meta = None;
     let mut links = vec![];
-    let xid: u32 = (*(*record).record).header.xl_xid.into();
     let mut unreadable = None;
     for (id, rnode, block, logged) in blocks(record) {
         file.get_or_insert((rnode, block));
         let is_meta = header.meta_pages & (1 << id) != 0;
-        let op: std::borrow::Cow<[u8]> = if is_meta || !xid_left_out(record) {
+        let op = page_op(record, is_meta, logged).unwrap_or_else(|e| {
+            unreadable = Some(e);
             logged.into()
-        } else {
-            pages::expand_op(logged, xid).map(Into::into).unwrap_or_else(|e| {
-                unreadable = Some(e);
-                logged.into()
-            })
-        };
+        });
         let data = &op[..];
         if is_meta {
             if data.len() >= 16 {
