@@ -8,7 +8,7 @@
 //! [`Assembler`] reads a stream fed in parts (a page at a time), so that
 //! loading a table holds one chunk of its log in memory, not the whole log.
 
-use crate::change::{get_varint, put_varint};
+use crate::change::{get_varint, varint};
 
 pub const WHOLE: u8 = 1;
 pub const FIRST: u8 = 2;
@@ -22,10 +22,17 @@ pub const WHOLE_FOR_RECORD: u8 = 5;
 /// At most: a varint of a u64.
 pub const CHUNK_HEADER_MAX: usize = 10;
 
+/// The header of a chunk of kind `kind` holding `len` bytes: its bytes and
+/// how many of them are used.
+pub fn header(kind: u8, len: usize) -> ([u8; CHUNK_HEADER_MAX], usize) {
+    varint((len as u64) << 3 | kind as u64)
+}
+
 /// `bytes` as one chunk of kind `kind`.
 pub fn chunk(kind: u8, bytes: &[u8]) -> Vec<u8> {
-    let mut c = Vec::with_capacity(CHUNK_HEADER_MAX + bytes.len());
-    put_varint(&mut c, (bytes.len() as u64) << 3 | kind as u64);
+    let (h, n) = header(kind, bytes.len());
+    let mut c = Vec::with_capacity(n + bytes.len());
+    c.extend_from_slice(&h[..n]);
     c.extend_from_slice(bytes);
     c
 }

@@ -23,7 +23,7 @@ pub mod redo;
 
 use crate::shmem;
 use anker_engine::change::{frame, frame_for_record, Change, Entries};
-use anker_engine::chunk::{chunk, Assembler, CHUNK_HEADER_MAX, FIRST, LAST, MIDDLE, WHOLE, WHOLE_FOR_RECORD};
+use anker_engine::chunk::{self, chunk, Assembler, CHUNK_HEADER_MAX, FIRST, LAST, MIDDLE, WHOLE, WHOLE_FOR_RECORD};
 use anker_engine::table::{ColumnState, Table, TableKey};
 use pages::{Meta, Part, INVALID, PAGE_DATA, PAGE_HEADER};
 use pgrx::pg_sys;
@@ -417,7 +417,7 @@ unsafe fn append(
 /// operation in a reused buffer; the log's tail stays where it is. False:
 /// they do not fit, nothing was done.
 unsafe fn append_to_tail(fork: Fork, tail: pg_sys::Buffer, entries: &[u8], for_record: Option<(&[u8], u32)>, info: u8) -> bool {
-    let (header, header_len) = anker_engine::change::varint((entries.len() as u64) << 3 | WHOLE as u64);
+    let (header, header_len) = chunk::header(WHOLE, entries.len());
     if header_len + entries.len() > pages::room(pages::page(tail)) {
         return false;
     }
@@ -428,7 +428,7 @@ unsafe fn append_to_tail(fork: Fork, tail: pg_sys::Buffer, entries: &[u8], for_r
     // The record carries the entries without its xid when it is the one
     // XLogInsert will write (GetCurrentTransactionIdIfAny, as there).
     let logged = for_record.filter(|&(_, xid)| fork.permanent && u32::from(crate::pg_leaf::GetCurrentTransactionIdIfAny()) == xid).map(|(short, _)| {
-        let (header, header_len) = anker_engine::change::varint((short.len() as u64) << 3 | WHOLE_FOR_RECORD as u64);
+        let (header, header_len) = chunk::header(WHOLE_FOR_RECORD, short.len());
         let mut logged = std::mem::take(&mut *(&raw mut RECORD_TAIL_OP));
         pages::log_op_into(&mut logged, link, &[&header[..header_len], short]);
         logged
