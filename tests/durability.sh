@@ -341,8 +341,12 @@ INSERT INTO dmg SELECT g, repeat('d', 40) FROM generate_series(1, 2000) g;
 SQL
 file="$CLUSTER_DATA/$(q "SELECT pg_relation_filepath('dmg')")"
 pg_ctl_ stop -m fast
-# a byte in the middle of the log's second page (inside an entry)
-printf '\xff' | dd of="$file" bs=1 seek=$((2 * 8192 + 4000)) conv=notrunc status=none
+# a byte in the middle of the log's second page (inside an entry), every bit flipped (writing
+# a fixed value changed nothing when the byte already had it)
+at=$((2 * 8192 + 4000))
+byte=$(od -An -tu1 -j "$at" -N1 "$file" | tr -d ' ')
+printf "\\$(printf '%03o' $((byte ^ 255)))" | dd of="$file" bs=1 seek="$at" conv=notrunc status=none
+[ "$(od -An -tu1 -j "$at" -N1 "$file" | tr -d ' ')" = $((byte ^ 255)) ] || fail "the damage was not written"
 pg_ctl_ start
 wait_ready
 err=$(cluster_psql -Atc "SELECT count(*) FROM dmg" 2>&1 || true)
