@@ -228,20 +228,24 @@ impl Encoder {
 
     /// The engine values of the last encoded row.
     pub fn values(&self) -> Vec<Value<'_>> {
-        self.encs
-            .iter()
-            .map(|e| match e {
-                Enc::Null => Value::Null,
-                Enc::Fixed(b, n) => Value::Fixed(&b[..*n]),
-                // SAFETY: encode's contract keeps the datums alive.
-                Enc::FixedRef(p, n) => Value::Fixed(unsafe { std::slice::from_raw_parts(*p, *n) }),
-                Enc::Inline(s, n) => Value::Inline(&s[..*n]),
-                Enc::Numeric(v, n) => Value::Numeric(&v[..*n]),
-                // SAFETY: as above.
-                Enc::BlobRef(p, n) => Value::Blob(unsafe { std::slice::from_raw_parts(*p, *n) }),
-                Enc::BlobOwned(v) => Value::Blob(v),
-            })
-            .collect()
+        let mut out = Vec::with_capacity(self.encs.len());
+        self.values_into(&mut out);
+        out
+    }
+
+    /// [`values`](Self::values), appended to `out`.
+    pub fn values_into<'e>(&'e self, out: &mut Vec<Value<'e>>) {
+        out.extend(self.encs.iter().map(|e| match e {
+            Enc::Null => Value::Null,
+            Enc::Fixed(b, n) => Value::Fixed(&b[..*n]),
+            // SAFETY: encode's contract keeps the datums alive.
+            Enc::FixedRef(p, n) => Value::Fixed(unsafe { std::slice::from_raw_parts(*p, *n) }),
+            Enc::Inline(s, n) => Value::Inline(&s[..*n]),
+            Enc::Numeric(v, n) => Value::Numeric(&v[..*n]),
+            // SAFETY: as above.
+            Enc::BlobRef(p, n) => Value::Blob(unsafe { std::slice::from_raw_parts(*p, *n) }),
+            Enc::BlobOwned(v) => Value::Blob(v),
+        }));
     }
 }
 

@@ -331,6 +331,33 @@ impl<'a> Change<'a> {
     /// `record_xid` (flagged, so that decoding with the same xid puts them
     /// back).
     fn encode_with(&self, out: &mut Vec<u8>, record_xid: RecordXid) {
+        self.encode_head(out, record_xid);
+        self.encode_values(out);
+    }
+
+    /// The row values an insert or in-place update ends with (nothing for
+    /// other changes): the same bytes on a page and in a record, which
+    /// [`frame_for_page_and_record`] encodes once for both.
+    fn encode_values(&self, out: &mut Vec<u8>) {
+        let mut w = Writer(out);
+        match self {
+            Change::Insert { values, .. } => {
+                for v in values {
+                    w.val(v);
+                }
+            }
+            Change::Update { changes, .. } => {
+                for (c, v) in changes {
+                    w.num(*c as u64);
+                    w.val(v);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The encoding up to [`encode_values`](Self::encode_values)' part.
+    fn encode_head(&self, out: &mut Vec<u8>, record_xid: RecordXid) {
         let mut w = Writer(out);
         let is_record_xid = |x: u32| record_xid == Some(x);
         let kind = |k: u8, x: u32| if is_record_xid(x) { k | K_RECORD_XID } else { k };
@@ -350,9 +377,6 @@ impl<'a> Change<'a> {
                 }
                 for n in [*cmin as u64, *flags as u64, *locker as u64, values.len() as u64] {
                     w.num(n);
-                }
-                for v in values {
-                    w.val(v);
                 }
             }
             Change::Modify { row, change } => {
@@ -398,10 +422,6 @@ impl<'a> Change<'a> {
                 }
                 for n in [*cid as u64, changes.len() as u64] {
                     w.num(n);
-                }
-                for (c, v) in changes {
-                    w.num(*c as u64);
-                    w.val(v);
                 }
             }
             Change::Undo { row, xid } => {
@@ -677,6 +697,20 @@ pub fn frame_for_record(seq: u64, change: &Change, record_xid: u32, out: &mut Ve
     debug_assert!(seq > 0, "sequence numbers start at 1");
     put_varint(out, seq);
     change.encode_with(out, Some(record_xid));
+}
+
+/// [`frame`] into `page` and [`frame_for_record`] into `record` at once:
+/// the values, which both forms share, are encoded once (a row change is
+/// framed both ways on every write).
+pub fn frame_for_page_and_record(seq: u64, change: &Change, record_xid: u32, page: &mut Vec<u8>, record: &mut Vec<u8>) {
+    debug_assert!(seq > 0, "sequence numbers start at 1");
+    put_varint(page, seq);
+    change.encode_head(page, None);
+    let values = page.len();
+    change.encode_values(page);
+    put_varint(record, seq);
+    change.encode_head(record, Some(record_xid));
+    record.extend_from_slice(&page[values..]);
 }
 
 /// Entries framed by [`frame_for_record`] for a record carrying
@@ -969,6 +1003,9 @@ mod tests {
             frame(k as u64 + 1, c, &mut page);
             frame_for_record(k as u64 + 1, c, x, &mut record);
             let (on_page, in_record) = (page.len() - before.0, record.len() - before.1);
+            let (mut both_page, mut both_record) = (vec![], vec![]);
+            frame_for_page_and_record(k as u64 + 1, c, x, &mut both_page, &mut both_record);
+            assert_eq!((&both_page[..], &both_record[..]), (&page[before.0..], &record[before.1..]), "{c:?}");
             // x takes three bytes as a varint: each field equal to it is left out
             let left_out = match c {
                 Change::Insert { xmin, .. } => (*xmin == x) as usize,

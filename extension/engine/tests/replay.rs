@@ -3,7 +3,7 @@
 //! under the same row ids (stamps, values, links, version chains).
 
 use anker_engine::arena::Arena;
-use anker_engine::change::{expand_record_entries, frame, frame_for_record, Change, Entries, Val};
+use anker_engine::change::{expand_record_entries, frame, frame_for_page_and_record, frame_for_record, Change, Entries, Val};
 use anker_engine::snapshot::Method;
 use anker_engine::table::{flag, ColumnSpec, ColumnState, Directory, RowChange, Table, Value, VAR_SLOT};
 use proptest::prelude::*;
@@ -102,9 +102,14 @@ fn run(ops: &[Op]) {
         seq.set(seq.get() + 1);
         let mut page = vec![];
         frame(seq.get(), &c, &mut page);
-        // a WAL record leaves the op's xid out; redo puts back the page's bytes
-        let (mut record, mut expanded) = (vec![], vec![]);
-        frame_for_record(seq.get(), &c, record_xid.get(), &mut record);
+        // a WAL record leaves the op's xid out; redo puts back the page's
+        // bytes (the writer frames both forms at once)
+        let (mut both_page, mut record, mut expanded) = (vec![], vec![], vec![]);
+        frame_for_page_and_record(seq.get(), &c, record_xid.get(), &mut both_page, &mut record);
+        assert_eq!(both_page, page, "{c:?}");
+        let mut alone = vec![];
+        frame_for_record(seq.get(), &c, record_xid.get(), &mut alone);
+        assert_eq!(alone, record, "{c:?}");
         expand_record_entries(&record, record_xid.get(), &mut expanded).unwrap();
         assert_eq!(expanded, page, "{c:?}");
         log.borrow_mut().extend_from_slice(&page);

@@ -22,7 +22,7 @@ mod pages;
 pub mod redo;
 
 use crate::shmem;
-use anker_engine::change::{frame, frame_for_record, Change, Entries};
+use anker_engine::change::{frame, frame_for_page_and_record, Change, Entries};
 use anker_engine::chunk::{self, chunk, Assembler, CHUNK_HEADER_MAX, FIRST, LAST, MIDDLE, WHOLE, WHOLE_FOR_RECORD};
 use anker_engine::table::{ColumnState, Table, TableKey};
 use pages::{Meta, Part, INVALID, PAGE_DATA, PAGE_HEADER};
@@ -61,7 +61,6 @@ impl Log {
     /// Record `change` (made to the engine table just now).
     pub fn push(&mut self, change: &Change) {
         if self.enabled {
-            frame(self.next_seq, change, &mut self.entries);
             // The xid XLogInsert will put in the record's header, if it
             // does not change before then (`append_to_tail` checks).
             // SAFETY: reads backend state.
@@ -73,7 +72,9 @@ impl Log {
                 self.record_xid = 0;
             }
             if self.record_xid != 0 {
-                frame_for_record(self.next_seq, change, xid, &mut self.record_entries);
+                frame_for_page_and_record(self.next_seq, change, xid, &mut self.entries, &mut self.record_entries);
+            } else {
+                frame(self.next_seq, change, &mut self.entries);
             }
             self.next_seq += 1;
             self.count += 1;

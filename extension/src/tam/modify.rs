@@ -291,17 +291,29 @@ unsafe fn insert_slots(
         let nulls = std::slice::from_raw_parts((*slot).tts_isnull, natts);
         enc.encode(desc, values, nulls, Some(table));
     }
-    let rows: Vec<Vec<_>> = encoders.0[..slots.len()].iter().map(|e| e.values()).collect();
-    let mut blobs = Vec::with_capacity(rows.len() * ncols);
-    for (k, r) in rows.iter().enumerate() {
-        if let Err(e) = table.prepare_blobs(arena, r, &mut blobs) {
-            table.discard_blobs(arena, &blobs[..k * ncols]);
-            out_of_memory(e);
-        }
+    // (every row's values in one vector: a single-row insert, the OLTP
+    // case, allocates as little as it can)
+    let mut values = Vec::with_capacity(slots.len() * ncols);
+    for e in &encoders.0[..slots.len()] {
+        e.values_into(&mut values);
     }
-    let row_refs: Vec<&[_]> = rows.iter().map(|r| r.as_slice()).collect();
+    // (a value for every column in each row: the row slices below rely on it)
+    assert_eq!(values.len(), slots.len() * ncols);
+    let mut blobs = Vec::with_capacity(slots.len() * ncols);
+    if let Err(e) = table.prepare_blobs(arena, &values, &mut blobs) {
+        out_of_memory(e);
+    }
+    let one_row: [&[_]; 1];
+    let many_rows: Vec<&[_]>;
+    let rows: &[&[_]] = if slots.len() == 1 {
+        one_row = [&values[..]];
+        &one_row
+    } else {
+        many_rows = (0..slots.len()).map(|k| &values[k * ncols..(k + 1) * ncols]).collect();
+        &many_rows
+    };
     let mut ids = Vec::with_capacity(slots.len());
-    insert_logged(rel, table, &row_refs, &blobs, xid, cid, flags, token, &mut ids);
+    insert_logged(rel, table, rows, &blobs, xid, cid, flags, token, &mut ids);
     // (a speculative insertion is decoded once confirmed)
     if flags & flag::SPECULATIVE == 0 && durable::logical::wanted(rel) {
         durable::logical::log_insert(rel, slots);
