@@ -38,23 +38,20 @@ def symbol(frame):
 
 
 def inclusive_samples(lines):
+    """Samples per function on their stacks (a sample's header line or a blank line ends the
+    stack before it)."""
     counts = collections.Counter()
     stack = set()
-    samples = 0
     for line in lines:
         if line.startswith((" ", "\t")) and line.strip():
             name = symbol(line)
             if name:
                 stack.add(name)
             continue
-        if stack:
-            counts.update(stack)
-            samples += 1
-            stack = set()
-    if stack:
         counts.update(stack)
-        samples += 1
-    return counts, samples
+        stack = set()
+    counts.update(stack)
+    return counts
 
 
 def main():
@@ -65,7 +62,7 @@ def main():
     ap.add_argument("--top", type=int, default=0)
     ap.add_argument("functions", nargs="*")
     a = ap.parse_args()
-    counts, _ = inclusive_samples(sys.stdin)
+    counts = inclusive_samples(sys.stdin)
     us = 1e6 / (a.freq * a.seconds * a.tps)
     for f in a.functions:
         print(f"{counts.get(f, 0) * us:.2f}\t{f}")
