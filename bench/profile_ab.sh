@@ -2,14 +2,15 @@
 # Where a TPC-C transaction's CPU time goes in the backend, heap against anker, function by
 # function: one throwaway cluster, the TPC-C tables USING heap in one database and USING anker
 # in another, then ABBA rounds in which one pgbench client runs the transaction type (or the
-# standard mix) and `perf record --call-graph dwarf` samples its backend for SEC seconds. Prints,
+# standard mix) and `perf record --call-graph dwarf` samples its backend for SEC seconds (with
+# --clients C, C clients run and one of their backends is sampled). Prints,
 # per engine, the CPU µs per transaction spent under each table AM entry point and under its
 # counterpart in the other engine, the mean of the engine's rounds, and anker's busiest
 # functions. `raw_parser` (parsing, the same work for both engines) is a control: how far it
 # differs between rounds is how far the machine drifted.
 #
 #   bench/profile_ab.sh [--type payment|neworder|...|mix] [--warehouses W] [--seconds SEC]
-#                       [--rounds R] [--out DIR]
+#                       [--rounds R] [--clients C] [--out DIR]
 #
 # Needs perf (Debian: linux-perf). The normal release build has the debug info the unwinder
 # needs. The perf data is deleted; the `perf script` text of each round stays in DIR (default: a
@@ -17,15 +18,16 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
-W=4; SECONDS_SAMPLED=4; ROUNDS=2; TYPE=payment; OUT=
+W=4; SECONDS_SAMPLED=4; ROUNDS=2; TYPE=payment; CLIENTS=1; OUT=
 while [ $# -gt 0 ]; do
     case $1 in
         --type) TYPE=$2; shift 2 ;;
         --warehouses) W=$2; shift 2 ;;
         --seconds) SECONDS_SAMPLED=$2; shift 2 ;;
         --rounds) ROUNDS=$2; shift 2 ;;
+        --clients) CLIENTS=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
-        *) sed -n '2,16p' "$0" >&2; exit 2 ;;
+        *) sed -n '2,17p' "$0" >&2; exit 2 ;;
     esac
 done
 command -v perf >/dev/null || { echo "profile_ab.sh needs perf (Debian: linux-perf)" >&2; exit 2; }
@@ -64,6 +66,9 @@ PAIRS=(
     "WAL records inserted|XLogInsert|XLogInsert"
     "the xid's assignment|GetCurrentTransactionId|GetCurrentTransactionId"
     "commit|CommitTransactionCommand|CommitTransactionCommand"
+    "the log's tail lock (anker only)|anker::durable::lock_tail_buffer|-"
+    "LWLocks taken|LWLockAcquire|LWLockAcquire"
+    "spinlocks waited for|perform_spin_delay|perform_spin_delay"
 )
 functions() { # $1 = anker|heap
     local col=2 p
@@ -75,20 +80,21 @@ order=()
 for ((r = 0; r < ROUNDS; r++)); do
     if ((r % 2 == 0)); then order+=(heap anker); else order+=(anker heap); fi
 done
-echo "W=$W, $TYPE, one client; perf samples its backend for $SECONDS_SAMPLED s a round; CPU µs per transaction"
+echo "W=$W, $TYPE, $CLIENTS client(s); perf samples one backend for $SECONDS_SAMPLED s a round; CPU µs per transaction"
 k=0
 for am in "${order[@]}"; do
     k=$((k + 1))
     log="$OUT/pgbench-$k-$am.txt"
-    (cd "$WORK" && cluster_run "$PG_BINDIR/pgbench" -n -M prepared -c 1 -j 1 -T $((SECONDS_SAMPLED + 8)) \
+    (cd "$WORK" && cluster_run "$PG_BINDIR/pgbench" -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -T $((SECONDS_SAMPLED + 8)) \
         -D warehouses="$W" -D uniform=0 "${SCRIPTS[@]}" "tpcc_$am" >"$log" 2>&1) &
     client=$!
     sleep 4
     pid=$(cluster_psql -At -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND datname = 'tpcc_$am' LIMIT 1")
     perf record -q -F 2000 --call-graph dwarf,16384 -p "$pid" -o "$OUT/perf.data" -- sleep "$SECONDS_SAMPLED" >/dev/null 2>&1
     wait "$client"
-    # the rate while sampled: the transactions pgbench reports over the run's seconds
-    tps=$(grep -Eo 'tps = [0-9.]+' "$log" | head -n1 | awk '{print $3}')
+    # the sampled backend's rate: the transactions pgbench reports over the run's seconds, shared
+    # by its clients
+    tps=$(grep -Eo 'tps = [0-9.]+' "$log" | head -n1 | awk -v c="$CLIENTS" '{print $3 / c}')
     perf script -i "$OUT/perf.data" 2>/dev/null >"$OUT/script-$k-$am.txt"
     rm -f "$OUT/perf.data"
     # shellcheck disable=SC2046 # one argument per function name

@@ -109,14 +109,46 @@ VACUUM appendonly;
 SQL
 [ "$(images_of appendonly)" = 1 ] || fail "VACUUM wrote no first image of a loaded table"
 q "INSERT INTO appendonly SELECT g, repeat('a', 40) FROM generate_series(40001, 120000) g" >/dev/null
+# (each VACUUM in a checkpoint cycle of its own, where the mark is not doubled: see 3c)
+q "CHECKPOINT" >/dev/null
 q "VACUUM appendonly" >/dev/null
 [ "$(images_of appendonly)" = 1 ] || fail "VACUUM imaged a table whose log since its image is inserts of rows it holds"
 q "UPDATE appendonly SET pad = repeat('b', 40)" >/dev/null
 q "UPDATE appendonly SET pad = repeat('c', 40)" >/dev/null
+q "CHECKPOINT" >/dev/null
 q "VACUUM appendonly" >/dev/null
 [ "$(images_of appendonly)" = 2 ] || fail "VACUUM wrote no image once updates made the log outgrow the table"
 [ "$(q "SELECT count(*) FILTER (WHERE pad = repeat('c', 40)) FROM appendonly")" = 120000 ] || fail "appendonly changed"
 echo "ok: a log of inserts of the table's rows is not imaged again; one of updates is"
+# 3c. a table imaged since the last checkpoint began is imaged again only
+# when its log reaches twice the mark (images follow checkpoints, as heap's
+# full-page images do): count the updates of every row it takes before
+# VACUUM writes an image, in the cycle of an image, then in a new cycle.
+# Each count starts right after a CHECKPOINT, which also restarts the
+# timer of the next one (minutes away), so no checkpoint falls in a count.
+cluster_psql >/dev/null <<'SQL'
+CREATE TABLE cycles (id int PRIMARY KEY, v int, pad text) USING anker WITH (autovacuum_enabled = false);
+INSERT INTO cycles SELECT g, 0, repeat('p', 40) FROM generate_series(1, 20000) g;
+SQL
+updates_until_imaged() { # -> updates of every row until VACUUM imaged cycles
+    local before n
+    before=$(images_of cycles)
+    for n in $(seq 1 40); do
+        q "UPDATE cycles SET v = v + 1" >/dev/null
+        q "VACUUM cycles" >/dev/null
+        [ "$(images_of cycles)" = "$before" ] || { echo "$n"; return; }
+    done
+    fail "40 updates of every row of cycles and no image"
+}
+q "CHECKPOINT" >/dev/null
+q "SELECT count(*) FROM anker.compact('cycles')" >/dev/null
+same_cycle=$(updates_until_imaged)
+q "CHECKPOINT" >/dev/null
+new_cycle=$(updates_until_imaged)
+# (about twice as many; 1.5 times leaves room for images of slightly different sizes)
+[ $((2 * same_cycle)) -ge $((3 * new_cycle)) ] || fail "imaged after $same_cycle updates in the cycle of the last image, $new_cycle in a new one (want about twice as many)"
+[ "$(q "SELECT sum(v) FROM cycles")" = $((20000 * (same_cycle + new_cycle))) ] || fail "cycles changed"
+echo "ok: imaged again after $same_cycle updates of every row in the cycle of its last image, $new_cycle in a new cycle"
 # 4. autovacuum compacts a table that is only ever updated in place (it has
 # no dead tuples of its own to draw autovacuum)
 cluster_psql >/dev/null <<'SQL'

@@ -580,6 +580,9 @@ pub struct Table {
     pub log_bytes: AtomicU64,
     pub image_bytes: AtomicU64,
     pub image_rows: AtomicU64,
+    /// The boundary's mark of the checkpoint cycle its last image was
+    /// written in (PostgreSQL's redo pointer then); 0: none since start-up.
+    pub image_cycle: AtomicU64,
     /// A prepared transaction (two-phase commit) that created or dropped
     /// this storage; 0 if none. See [`Directory::mark_prepared`].
     prepared_xid: AtomicU32,
@@ -651,6 +654,7 @@ impl Table {
             (*t).log_bytes = AtomicU64::new(0);
             (*t).image_bytes = AtomicU64::new(0);
             (*t).image_rows = AtomicU64::new(0);
+            (*t).image_cycle = AtomicU64::new(0);
             (*t).loading = AtomicU32::new(0);
             (*t).prepared_xid = AtomicU32::new(0);
             (*t).prepared_drop = AtomicU32::new(0);

@@ -2,7 +2,8 @@
 //!
 //! A log grows with every change. When the log written since the last image
 //! outgrows what an image of the table would take now ([`due_bytes`]; at
-//! least [`MIN_LOG_BYTES`]), VACUUM writes a new image:
+//! least [`MIN_LOG_BYTES`]; [`SAME_CYCLE_FACTOR`] times that if the table
+//! was imaged since the last checkpoint began), VACUUM writes a new image:
 //!
 //! 1. Under the log lock, for a few microseconds: the number S of the last
 //!    change, where the log goes on after it (the tail block and its end),
@@ -53,9 +54,48 @@ pub fn due_bytes(table: &Table) -> u64 {
     now.max(MIN_LOG_BYTES)
 }
 
+/// Within one checkpoint cycle, a WAL-logged table is imaged again only
+/// when its log has grown to this many times [`due_bytes`].
+///
+/// An image is to anker what full-page images are to heap: WAL written so
+/// that what came before can be recovered from the relation file. Heap
+/// writes a page's image once per checkpoint cycle, on the page's first
+/// change after the checkpoint; with checkpoints far apart it writes almost
+/// none. An image whenever the log reached `due_bytes` wrote the hot tables
+/// whole as often as their logs grew by their size (TPC-C at W=4: `stock`,
+/// 125 MB, about every 90 s), so that anker's WAL tended to twice its log
+/// however rarely checkpoints came. Deferred to the next cycle, images
+/// follow checkpoints as heap's page images do; the factor bounds the log
+/// (and the file, and the time a start-up spends replaying it) when
+/// checkpoints are far apart.
+pub const SAME_CYCLE_FACTOR: u64 = 2;
+
+/// The redo pointer of the checkpoint cycle now (it moves when a checkpoint
+/// starts).
+fn cycle() -> u64 {
+    // SAFETY: reads shared state under its spinlock; raises no error.
+    unsafe { pg_sys::GetRedoRecPtr() }
+}
+
+/// Has `table` (WAL-logged) been imaged since the last checkpoint began?
+fn imaged_this_cycle(table: &Table) -> bool {
+    let last = table.image_cycle.load(Ordering::Relaxed);
+    last != 0 && table.log_permanent.load(Ordering::Acquire) != 0 && last == cycle()
+}
+
+/// The log size at which `table` calls for an image now.
+fn mark(table: &Table) -> u64 {
+    let due = due_bytes(table);
+    if imaged_this_cycle(table) {
+        SAME_CYCLE_FACTOR * due
+    } else {
+        due
+    }
+}
+
 /// Does `table`'s log call for an image?
 pub fn due(table: &Table) -> bool {
-    table.log_bytes.load(Ordering::Relaxed) > due_bytes(table)
+    table.log_bytes.load(Ordering::Relaxed) > mark(table)
 }
 
 /// What a compaction did.
@@ -78,6 +118,7 @@ pub fn compact(rel: pg_sys::Relation, table: &Table) -> Option<Compacted> {
         free_unfinished_image(fork);
 
         // 1. the moment
+        let cycle_now = cycle();
         let tail = lock_tail(fork, table);
         let seq = table.durable_seq.load(Ordering::Acquire);
         let resume = (pg_sys::BufferGetBlockNumber(tail), pages::end_of(pages::page(tail)));
@@ -168,6 +209,7 @@ pub fn compact(rel: pg_sys::Relation, table: &Table) -> Option<Compacted> {
         table.log_bytes.fetch_sub(log_bytes_before.min(table.log_bytes.load(Ordering::Relaxed)), Ordering::Relaxed);
         table.image_bytes.store(image_bytes, Ordering::Relaxed);
         table.image_rows.store(rows, Ordering::Relaxed);
+        table.image_cycle.store(cycle_now, Ordering::Relaxed);
         pg_sys::UnlockReleaseBuffer(tail);
         Some(Compacted { rows, image_bytes, log_bytes_before, blocks_freed })
     }
@@ -240,13 +282,18 @@ pub fn maybe_compact(rel: pg_sys::Relation, table: &Table) {
 pub fn nudge_autovacuum(rel: pg_sys::Relation, table: &Table, before: u64) {
     let log_bytes = table.log_bytes.load(Ordering::Relaxed);
     if log_bytes <= 2 * table.image_bytes.load(Ordering::Relaxed).max(MIN_LOG_BYTES) {
-        return; // (due_bytes is never below the last image's bytes)
+        return; // (mark and due_bytes are never below the last image's bytes)
     }
-    let limit = 2 * due_bytes(table);
-    let band = |bytes: u64| bytes.checked_sub(limit + 1).map(|over| over / (limit / 2));
+    let due = due_bytes(table);
+    let band = |bytes: u64| bytes.checked_sub(2 * due + 1).map(|over| over / due);
     let after = band(log_bytes);
     if after.is_none() || after == band(before) {
         return;
+    }
+    // (once per `due` bytes of log from here, so the redo pointer's lock is
+    // not taken by every write)
+    if log_bytes <= 2 * mark(table) {
+        return; // imaged in this cycle: VACUUM would not compact yet
     }
     let setting = |name: &std::ffi::CStr, default: f64| -> f64 {
         // SAFETY: a GUC lookup; the string is PostgreSQL's, read at once.
