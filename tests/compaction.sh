@@ -140,7 +140,13 @@ updates_until_imaged() { # -> updates of every row until VACUUM imaged cycles
     done
     fail "40 updates of every row of cycles and no image"
 }
+mark() { q "SELECT image_mark_bytes FROM anker.table_storage() WHERE relfilenode = pg_relation_filenode('cycles')"; }
 q "CHECKPOINT" >/dev/null
+q "SELECT count(*) FROM anker.compact('cycles')" >/dev/null
+mark_same=$(mark)
+q "CHECKPOINT" >/dev/null
+mark_new=$(mark)
+[ "$mark_same" = $((2 * mark_new)) ] || fail "image mark $mark_same in the cycle of the image, $mark_new after a checkpoint"
 q "SELECT count(*) FROM anker.compact('cycles')" >/dev/null
 same_cycle=$(updates_until_imaged)
 q "CHECKPOINT" >/dev/null
@@ -148,7 +154,7 @@ new_cycle=$(updates_until_imaged)
 # (about twice as many; 1.5 times leaves room for images of slightly different sizes)
 [ $((2 * same_cycle)) -ge $((3 * new_cycle)) ] || fail "imaged after $same_cycle updates in the cycle of the last image, $new_cycle in a new one (want about twice as many)"
 [ "$(q "SELECT sum(v) FROM cycles")" = $((20000 * (same_cycle + new_cycle))) ] || fail "cycles changed"
-echo "ok: imaged again after $same_cycle updates of every row in the cycle of its last image, $new_cycle in a new cycle"
+echo "ok: image mark $mark_same bytes in the cycle of an image, $mark_new after a checkpoint; imaged again after $same_cycle updates of every row in the cycle of its last image, $new_cycle in a new cycle"
 # 4. autovacuum compacts a table that is only ever updated in place (it has
 # no dead tuples of its own to draw autovacuum)
 cluster_psql >/dev/null <<'SQL'

@@ -1,9 +1,10 @@
 //! SQL-visible functions and views in schema `anker`.
 
-use anker_engine::snapshot::Method;
 use crate::shmem;
 use crate::tam::blocks_for_rows;
+use anker_engine::snapshot::Method;
 use pgrx::prelude::*;
+use std::sync::atomic::Ordering;
 
 /// Raise a clear error unless anker was loaded by the postmaster. The
 /// extension script calls it first, so CREATE EXTENSION fails cleanly.
@@ -40,7 +41,10 @@ fn memory_usage() -> TableIterator<
     ))
 }
 
-/// One row per stored table of every database.
+/// One row per stored table of every database: its memory, and its log on
+/// disk (`log_bytes` written since the last image of `image_bytes`; VACUUM
+/// writes the next image once the log passes `image_mark_bytes`, see
+/// `durable::compact`).
 #[pg_extern]
 fn table_storage() -> TableIterator<
     'static,
@@ -51,6 +55,9 @@ fn table_storage() -> TableIterator<
         name!(row_slots, i64),
         name!(blocks, i64),
         name!(bytes, i64),
+        name!(log_bytes, i64),
+        name!(image_bytes, i64),
+        name!(image_mark_bytes, i64),
     ),
 > {
     let arena = shmem::arena();
@@ -63,6 +70,9 @@ fn table_storage() -> TableIterator<
             t.nrows() as i64,
             blocks_for_rows(t.nrows()) as i64,
             t.bytes() as i64,
+            t.log_bytes.load(Ordering::Relaxed) as i64,
+            t.image_bytes.load(Ordering::Relaxed) as i64,
+            crate::durable::compact::mark(t) as i64,
         ));
     });
     TableIterator::new(rows)

@@ -84,7 +84,7 @@ fn imaged_this_cycle(table: &Table) -> bool {
 }
 
 /// The log size at which `table` calls for an image now.
-fn mark(table: &Table) -> u64 {
+pub fn mark(table: &Table) -> u64 {
     let due = due_bytes(table);
     if imaged_this_cycle(table) {
         SAME_CYCLE_FACTOR * due
