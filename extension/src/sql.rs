@@ -46,6 +46,7 @@ fn memory_usage() -> TableIterator<
 /// writes the next image once the log passes `image_mark_bytes`, see
 /// `durable::compact`).
 #[pg_extern]
+#[allow(clippy::type_complexity)] // the row type of the SQL function
 fn table_storage() -> TableIterator<
     'static,
     (
