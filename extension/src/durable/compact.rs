@@ -61,13 +61,11 @@ pub fn due_bytes(table: &Table) -> u64 {
 /// that what came before can be recovered from the relation file. Heap
 /// writes a page's image once per checkpoint cycle, on the page's first
 /// change after the checkpoint; with checkpoints far apart it writes almost
-/// none. An image whenever the log reached `due_bytes` wrote the hot tables
-/// whole as often as their logs grew by their size (TPC-C at W=4: `stock`,
-/// 125 MB, about every 90 s), so that anker's WAL tended to twice its log
-/// however rarely checkpoints came. Deferred to the next cycle, images
-/// follow checkpoints as heap's page images do; the factor bounds the log
-/// (and the file, and the time a start-up spends replaying it) when
-/// checkpoints are far apart.
+/// none. An image whenever the log reached `due_bytes` wrote an updated
+/// table whole each time its log grew by the table's size, however rarely
+/// checkpoints came. Deferred to the next cycle, images follow checkpoints
+/// as heap's page images do; the factor bounds the log (and the file, and
+/// the time a start-up spends replaying it) when checkpoints are far apart.
 pub const SAME_CYCLE_FACTOR: u64 = 2;
 
 /// The redo pointer of the checkpoint cycle now (it moves when a checkpoint
