@@ -81,14 +81,18 @@ fn imaged_this_cycle(table: &Table) -> bool {
     last != 0 && table.log_permanent.load(Ordering::Acquire) != 0 && last == cycle()
 }
 
+/// How many times [`due_bytes`] the log must reach for an image now.
+fn cycle_factor(table: &Table) -> u64 {
+    if imaged_this_cycle(table) {
+        SAME_CYCLE_FACTOR
+    } else {
+        1
+    }
+}
+
 /// The log size at which `table` calls for an image now.
 pub fn mark(table: &Table) -> u64 {
-    let due = due_bytes(table);
-    if imaged_this_cycle(table) {
-        SAME_CYCLE_FACTOR * due
-    } else {
-        due
-    }
+    cycle_factor(table) * due_bytes(table)
 }
 
 /// Does `table`'s log call for an image?
@@ -290,7 +294,7 @@ pub fn nudge_autovacuum(rel: pg_sys::Relation, table: &Table, before: u64) {
     }
     // (once per `due` bytes of log from here, so the redo pointer's lock is
     // not taken by every write)
-    if log_bytes <= 2 * mark(table) {
+    if log_bytes <= 2 * cycle_factor(table) * due {
         return; // imaged in this cycle: VACUUM would not compact yet
     }
     let setting = |name: &std::ffi::CStr, default: f64| -> f64 {
