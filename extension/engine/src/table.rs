@@ -2240,6 +2240,31 @@ mod tests {
     }
 
     #[test]
+    fn a_bounded_prune_gives_up_before_a_deep_cut() {
+        let a = setup();
+        let dir = Directory::get(&a).unwrap();
+        let t = dir.get_or_create(&a, &[4, 4, 4, 5], &|| vec![ColumnSpec::fixed(8)]).unwrap();
+        let v = 1u64.to_ne_bytes();
+        t.insert_rows(&a, &[&[Value::Fixed(&v)]], &[0], 10, 0, 0, 0, &mut vec![]).unwrap();
+        for x in 11..21u32 {
+            let h = t.header(&a, 0).unwrap();
+            let nv = (x as u64).to_ne_bytes();
+            assert!(t.update_in_place(&a, 0, &h, x, 0, &[(0, Value::Fixed(&nv))], &[0]).unwrap());
+        }
+        // records newest first, superseded by 20, 19, ... 11
+        assert_eq!(t.chain_len(&a, 0), 10);
+        // the newest removable record is the 8th: a walk of 7 gives up
+        assert_eq!(t.prune_chain_within(&a, 0, &|x| x <= 13, 7), None);
+        assert_eq!(t.chain_len(&a, 0), 10);
+        // a walk of 8 reaches it and cuts it and the two older ones
+        assert_eq!(t.prune_chain_within(&a, 0, &|x| x <= 13, 8), Some(3));
+        assert_eq!(t.chain_len(&a, 0), 7);
+        // a chain shorter than the walk with nothing removable: nothing to give up on
+        assert_eq!(t.prune_chain_within(&a, 0, &|_| false, 32), Some(0));
+        assert_eq!(read(&a, t, 0, 0).unwrap(), 20u64.to_ne_bytes());
+    }
+
+    #[test]
     fn pruning_a_whole_chain_drops_the_links_flag() {
         let a = setup();
         let dir = Directory::get(&a).unwrap();

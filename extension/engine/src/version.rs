@@ -345,16 +345,23 @@ impl Table {
     /// satisfies `removable` (its updater committed before every snapshot),
     /// retiring that record and all older ones. Returns records retired.
     pub fn prune_chain(&self, arena: &Arena, row: u64, removable: &dyn Fn(u32) -> bool) -> usize {
-        let Some(h) = self.header(arena, row) else { return 0 };
+        self.prune_chain_within(arena, row, removable, usize::MAX).unwrap_or(0)
+    }
+
+    /// [`prune_chain`](Self::prune_chain), looking at no more than `walk`
+    /// records from the newest: None when the first `walk` records are not
+    /// removable and there are more (the cut, if any, lies deeper).
+    pub fn prune_chain_within(&self, arena: &Arena, row: u64, removable: &dyn Fn(u32) -> bool, walk: usize) -> Option<usize> {
+        let Some(h) = self.header(arena, row) else { return Some(0) };
         if h.chain == NULL_OFF {
-            return 0;
+            return Some(0);
         }
         let _g = self.latch.shared();
         let epoch = self.snap_epoch.load(Ordering::Acquire);
         let mut retire = |r| self.retire_replaced(arena, r);
         // The head link may be cut: its page must be private.
-        let Ok(sp) = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire) else { return 0 };
-        let Ok(lp) = self.links.page_for_write(arena, &self.heap, row, epoch, &mut retire) else { return 0 };
+        let Ok(sp) = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire) else { return Some(0) };
+        let Ok(lp) = self.links.page_for_write(arena, &self.heap, row, epoch, &mut retire) else { return Some(0) };
         // SAFETY: element indexes are within their pages.
         let (s, l) = unsafe {
             (
@@ -366,12 +373,18 @@ impl Table {
         let unlatch = || s.flags.store(old, Ordering::Release);
         if old & flag::HAS_LINKS == 0 {
             unlatch();
-            return 0;
+            return Some(0);
         }
         // Find the cut: the link (row head or a record's `next`) to clear.
         let mut link: &AtomicU64 = &l.chain;
         let mut cur = l.chain.load(Ordering::Relaxed);
+        let mut walked = 0;
         while cur != NULL_OFF {
+            if walked == walk {
+                unlatch();
+                return None;
+            }
+            walked += 1;
             // SAFETY: records reachable under the row latch are linked.
             let rec = unsafe { arena.get::<UndoRec>(cur) };
             if removable(rec.superseded_by) {
@@ -382,7 +395,7 @@ impl Table {
         }
         if cur == NULL_OFF {
             unlatch();
-            return 0;
+            return Some(0);
         }
         link.store(NULL_OFF, Ordering::Release);
         // A row left with neither chain nor successor drops HAS_LINKS: it
@@ -404,7 +417,7 @@ impl Table {
             n += 1;
         }
         arena.count(crate::stats::UNDO_RECORDS_PRUNED, n as u64);
-        n
+        Some(n)
     }
 
     /// Deep-copy the undo chain starting at `chain` into `dst` (same column
