@@ -1,22 +1,35 @@
 #!/usr/bin/env bash
-# What writing an image costs the writers: TPC-C OLTP (2 clients) on anker
+# What writing an image costs the writers: TPC-C OLTP (2 clients, or C) on anker
 # with pgbench's per-second progress, and in the middle of the run an image
 # of the two largest tables (stock, customer: anker.compact) followed by a
 # CHECKPOINT; heap in the same cluster gets the CHECKPOINT at the same
 # moment. Reports the image's size, time and MB/s, and tps in the seconds
-# before, during and after, per engine.
+# before, during and after, per engine. --repeat N writes the two images N
+# times in a row, so that "during" spans several of pgbench's 1 s samples.
+# --hold SEC writes no image: on both engines a transaction opens cursors
+# over stock and customer, fetches a row of each (anker's scans take their
+# copy-on-write snapshots) and keeps them open for SEC seconds, so the
+# snapshots' cost to writers shows without the image writer's CPU and WAL.
+# --xmin-only (with --hold) opens no cursor: a REPEATABLE READ transaction
+# holds its snapshot's xmin for SEC seconds, which holds back both engines'
+# garbage collection as the cursors' transaction does, without anker's
+# copy-on-write snapshots.
 #
-#   bench/image_dip.sh [--warehouses W] [--duration SEC] [--at SEC]
+#   bench/image_dip.sh [--warehouses W] [--duration SEC] [--at SEC] [--clients C] [--repeat N] [--hold SEC [--xmin-only]]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
-W=4; DURATION=40; AT=15
+W=4; DURATION=40; AT=15; CLIENTS=2; REPEAT=1; HOLD=0; XMIN_ONLY=0
 while [ $# -gt 0 ]; do
     case $1 in
         --warehouses) W=$2; shift 2 ;;
         --duration) DURATION=$2; shift 2 ;;
         --at) AT=$2; shift 2 ;;
-        *) sed -n '2,9p' "$0" >&2; exit 2 ;;
+        --clients) CLIENTS=$2; shift 2 ;;
+        --repeat) REPEAT=$2; shift 2 ;;
+        --hold) HOLD=$2; shift 2 ;;
+        --xmin-only) XMIN_ONLY=1; shift ;;
+        *) sed -n '2,19p' "$0" >&2; exit 2 ;;
     esac
 done
 . "$BENCH/lib/cluster.sh"
@@ -33,13 +46,31 @@ cluster_psql -q -c CHECKPOINT
 tpcc_mix_args standard
 ms() { date +%s%3N; }
 for am in heap anker; do
-    (cd "$WORK" && cluster_pgbench -n -M prepared -c 2 -j 2 -T "$DURATION" -P 1 \
+    (cd "$WORK" && cluster_pgbench -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -T "$DURATION" -P 1 \
         -D warehouses="$W" -D uniform=0 "${TPCC_MIX_ARGS[@]}" "tpcc_$am" 2>"$WORK/progress.$am" >/dev/null) &
     bench=$!
     sleep "$AT"
     t0=$(ms)
-    if [ "$am" = anker ]; then
-        for tbl in stock customer; do
+    if [ "$HOLD" != 0 ] && [ "$XMIN_ONLY" = 1 ]; then
+        cluster_psql -q -At -d "tpcc_$am" <<SQL
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) FROM warehouse \\g /dev/null
+SELECT pg_sleep($HOLD) \\g /dev/null
+COMMIT;
+SQL
+    elif [ "$HOLD" != 0 ]; then
+        cluster_psql -q -At -d "tpcc_$am" <<SQL | sed "s/^/$am: /"
+BEGIN;
+DECLARE s CURSOR FOR SELECT * FROM stock;
+DECLARE c CURSOR FOR SELECT * FROM customer;
+FETCH 1 FROM s \\g /dev/null
+FETCH 1 FROM c \\g /dev/null
+$([ "$am" = anker ] && echo "SELECT 'snapshots live: ' || string_agg(method, ', ') FROM anker.snapshot_list();")
+SELECT pg_sleep($HOLD) \\g /dev/null
+COMMIT;
+SQL
+    elif [ "$am" = anker ]; then
+        for tbl in $(for _ in $(seq "$REPEAT"); do echo stock customer; done); do
             s0=$(ms)
             read -r rows bytes < <(cluster_psql -At -F ' ' -d tpcc_anker -c "SELECT rows, image_bytes FROM anker.compact('$tbl')")
             s1=$(ms)
@@ -52,14 +83,15 @@ for am in heap anker; do
     t2=$(ms)
     wait "$bench"
     # progress lines: "progress: 16.0 s, 1234.5 tps, ..."
-    awk -v at="$AT" -v img=$(( (t1 - t0 + 500) / 1000 )) -v ck=$(( (t2 - t1 + 500) / 1000 )) -v am="$am" '
+    awk -v at="$AT" -v img=$(( (t1 - t0 + 500) / 1000 )) -v ck=$(( (t2 - t1 + 500) / 1000 )) -v am="$am" -v what="$([ "$HOLD" != 0 ] && echo hold || echo image)" '
         /^progress:/ { t = $2 + 0; tps = $4 + 0
             if (t <= at) { b += tps; nb++ }
             else if (t <= at + img) { i += tps; ni++ }
             else if (t <= at + img + ck) { c += tps; nc++ }
             else { a += tps; na++ } }
-        END { printf "%s: tps before %.0f, during the image %s, during the checkpoint %s, after %.0f\n", am,
-                b / (nb ? nb : 1), (ni ? sprintf("%.0f", i / ni) : "-"), (nc ? sprintf("%.0f", c / nc) : "-"), a / (na ? na : 1) }' \
+        END { printf "%s: tps before %.0f, during the %s %s, during the checkpoint %s, after %.0f\n", am,
+                b / (nb ? nb : 1), what, (ni ? sprintf("%.0f", i / ni) : "-"), (nc ? sprintf("%.0f", c / nc) : "-"), a / (na ? na : 1) }' \
         "$WORK/progress.$am"
-    echo "$am: image $((t1 - t0)) ms, checkpoint $((t2 - t1)) ms"
+    echo "$am: $([ "$HOLD" != 0 ] && echo hold || echo image) $((t1 - t0)) ms, checkpoint $((t2 - t1)) ms"
+    echo "$am: tps second by second: $(awk '/^progress:/ { printf "%.0f ", $4 }' "$WORK/progress.$am")"
 done
