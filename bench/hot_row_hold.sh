@@ -28,8 +28,8 @@ trap cluster_cleanup EXIT
 cluster_start "shared_preload_libraries = 'anker'" "synchronous_commit = off" "autovacuum = off" "jit = off" >/dev/null
 WORK=$(cluster_workdir)
 q() { cluster_psql -At -c "$1"; }
-pruned() { q "SELECT value FROM anker.counters() WHERE name = 'undo_records_pruned'"; }
-table_kb() { q "SELECT bytes / 1024 FROM anker.table_storage() WHERE relfilenode = pg_relation_filenode('hot_anker')"; }
+PRUNED="(SELECT value FROM anker.counters() WHERE name = 'undo_records_pruned')"
+TABLE_KB="(SELECT bytes / 1024 FROM anker.table_storage() WHERE relfilenode = pg_relation_filenode('hot_anker'))"
 q "CREATE EXTENSION anker" >/dev/null
 echo "hot row: $CLIENTS client(s), $DURATION s; an idle REPEATABLE READ transaction from second $AT for $HOLD s"
 for am in heap anker; do
@@ -42,19 +42,18 @@ for am in heap anker; do
         -f "$WORK/update_$am.sql" 2>"$WORK/progress.$am" >/dev/null) &
     bench=$!
     sleep "$AT"
-    p0=$(pruned); m0=$(table_kb)
+    read -r p0 m0 < <(cluster_psql -At -F ' ' -c "SELECT $PRUNED, $TABLE_KB")
     # (the counters and the memory read again just before the hold ends)
     read -r p1 m1 < <(cluster_psql -q -At -F ' ' <<SQL | tail -n 1
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT count(*) FROM hot_$am;
 SELECT pg_sleep($HOLD);
-SELECT (SELECT value FROM anker.counters() WHERE name = 'undo_records_pruned'),
-       (SELECT bytes / 1024 FROM anker.table_storage() WHERE relfilenode = pg_relation_filenode('hot_anker'));
+SELECT $PRUNED, $TABLE_KB;
 COMMIT;
 SQL
 )
     sleep 1
-    p2=$(pruned); m2=$(table_kb)
+    read -r p2 m2 < <(cluster_psql -At -F ' ' -c "SELECT $PRUNED, $TABLE_KB")
     wait "$bench"
     awk -v at="$AT" -v hold="$HOLD" -v am="$am" '
         /^progress:/ { t = $2 + 0; tps = $4 + 0

@@ -45,6 +45,7 @@ done
 cluster_psql -q -c CHECKPOINT
 tpcc_mix_args standard
 ms() { date +%s%3N; }
+what=image; [ "$HOLD" != 0 ] && what=hold
 for am in heap anker; do
     (cd "$WORK" && cluster_pgbench -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -T "$DURATION" -P 1 \
         -D warehouses="$W" -D uniform=0 "${TPCC_MIX_ARGS[@]}" "tpcc_$am" 2>"$WORK/progress.$am" >/dev/null) &
@@ -83,7 +84,7 @@ SQL
     t2=$(ms)
     wait "$bench"
     # progress lines: "progress: 16.0 s, 1234.5 tps, ..."
-    awk -v at="$AT" -v img=$(( (t1 - t0 + 500) / 1000 )) -v ck=$(( (t2 - t1 + 500) / 1000 )) -v am="$am" -v what="$([ "$HOLD" != 0 ] && echo hold || echo image)" '
+    awk -v at="$AT" -v img=$(( (t1 - t0 + 500) / 1000 )) -v ck=$(( (t2 - t1 + 500) / 1000 )) -v am="$am" -v what="$what" '
         /^progress:/ { t = $2 + 0; tps = $4 + 0
             if (t <= at) { b += tps; nb++ }
             else if (t <= at + img) { i += tps; ni++ }
@@ -92,6 +93,6 @@ SQL
         END { printf "%s: tps before %.0f, during the %s %s, during the checkpoint %s, after %.0f\n", am,
                 b / (nb ? nb : 1), what, (ni ? sprintf("%.0f", i / ni) : "-"), (nc ? sprintf("%.0f", c / nc) : "-"), a / (na ? na : 1) }' \
         "$WORK/progress.$am"
-    echo "$am: $([ "$HOLD" != 0 ] && echo hold || echo image) $((t1 - t0)) ms, checkpoint $((t2 - t1)) ms"
+    echo "$am: $what $((t1 - t0)) ms, checkpoint $((t2 - t1)) ms"
     echo "$am: tps second by second: $(awk '/^progress:/ { printf "%.0f ", $4 }' "$WORK/progress.$am")"
 done

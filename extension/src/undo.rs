@@ -32,6 +32,7 @@ use crate::shmem;
 use crate::xact_list::XactList;
 use anker_engine::change::Change;
 use anker_engine::table::{Table, TableKey};
+use anker_engine::version::PruneWalks;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -149,52 +150,14 @@ pub unsafe fn prune_row_for(table: &Table, row: u64, vistest: *mut pg_sys::Globa
         let _epoch = shmem::enter_epoch();
         let removable = |xid: u32| crate::pg_leaf::GlobalVisTestIsRemovableXid(vistest, xid.into()) && updater_committed(xid);
         // SAFETY: backends are single-threaded; only this function touches it.
-        let w = unsafe { &mut *(&raw mut WALKS) };
-        let walk = if w.missed >= w.whole_after { usize::MAX } else { SHORT_WALK };
-        match table.prune_chain_within(shmem::arena(), row, &removable, walk) {
-            None => w.missed += 1,
-            Some(0) if walk == usize::MAX => {
-                w.missed = 0;
-                w.whole_after = (w.whole_after * 2).min(MAX_WHOLE_AFTER);
-            }
-            Some(0) => {}
-            Some(_) => {
-                w.missed = 0;
-                w.whole_after = MIN_WHOLE_AFTER;
-            }
-        }
+        let walks = unsafe { &mut *(&raw mut WALKS) };
+        walks.prune(table, shmem::arena(), row, &removable);
     }
     reclaim_if_due(table);
 }
 
-/// Records a writer's pruning looks at from the newest before it gives up.
-/// While an old snapshot (a long query or transaction) holds the horizon
-/// back, no record of a hot row's chain is removable and the chain grows
-/// with every update; a walk to its end at every update made updating the
-/// row cost as much as its chain was long (`bench/hot_row_hold.sh`: one row
-/// updated by one client fell from 12,800 updates a second to 2,900 within
-/// 15 s of an idle REPEATABLE READ transaction; heap falls as far, for its
-/// own reasons).
-/// Once the horizon moves on, the newest removable record is near the head
-/// and a short walk finds it. For a horizon that lags more than
-/// `SHORT_WALK` updates of a row behind, a whole walk comes after
-/// `whole_after` short walks that gave up: `MIN_WHOLE_AFTER` after a walk
-/// that cut something, twice as many as before after a whole walk that did
-/// not (up to `MAX_WHOLE_AFTER`), so that the whole walks of a chain that
-/// only grows cost each write less and less, and garbage behind a lagging
-/// horizon still goes.
-const SHORT_WALK: usize = 32;
-const MIN_WHOLE_AFTER: u32 = 64;
-const MAX_WHOLE_AFTER: u32 = 1 << 16;
-
-struct Walks {
-    /// Short walks that gave up since the last whole walk or cut.
-    missed: u32,
-    whole_after: u32,
-}
-
-/// This backend's pruning walks.
-static mut WALKS: Walks = Walks { missed: 0, whole_after: MIN_WHOLE_AFTER };
+/// This backend's pruning walks (how far its writers walk a chain).
+static mut WALKS: PruneWalks = PruneWalks::new();
 
 /// Free what `table` retired, once enough waits (`Table::reclaim_due`).
 /// Called by whoever prunes, outside its own reclamation epoch (inside it,

@@ -2035,6 +2035,21 @@ mod tests {
         a
     }
 
+    /// A table of one int8 column whose row 0, inserted by xid 10, was
+    /// updated in place by each xid of `updaters` in turn.
+    fn row_with_chain(a: &Arena, key: TableKey, updaters: std::ops::Range<u32>) -> &Table {
+        let dir = Directory::get(a).unwrap();
+        let t = dir.get_or_create(a, &key, &|| vec![ColumnSpec::fixed(8)]).unwrap();
+        let v = 1u64.to_ne_bytes();
+        t.insert_rows(a, &[&[Value::Fixed(&v)]], &[0], 10, 0, 0, 0, &mut vec![]).unwrap();
+        for x in updaters {
+            let h = t.header(a, 0).unwrap();
+            let nv = (x as u64).to_ne_bytes();
+            assert!(t.update_in_place(a, 0, &h, x, 0, &[(0, Value::Fixed(&nv))], &[0]).unwrap());
+        }
+        t
+    }
+
     fn read(arena: &Arena, t: &Table, col: usize, row: u64) -> Option<Vec<u8>> {
         match t.value(arena, col, row) {
             ValueRef::Null => None,
@@ -2242,15 +2257,7 @@ mod tests {
     #[test]
     fn a_bounded_prune_gives_up_before_a_deep_cut() {
         let a = setup();
-        let dir = Directory::get(&a).unwrap();
-        let t = dir.get_or_create(&a, &[4, 4, 4, 5], &|| vec![ColumnSpec::fixed(8)]).unwrap();
-        let v = 1u64.to_ne_bytes();
-        t.insert_rows(&a, &[&[Value::Fixed(&v)]], &[0], 10, 0, 0, 0, &mut vec![]).unwrap();
-        for x in 11..21u32 {
-            let h = t.header(&a, 0).unwrap();
-            let nv = (x as u64).to_ne_bytes();
-            assert!(t.update_in_place(&a, 0, &h, x, 0, &[(0, Value::Fixed(&nv))], &[0]).unwrap());
-        }
+        let t = row_with_chain(&a, [4, 4, 4, 5], 11..21);
         // records newest first, superseded by 20, 19, ... 11
         assert_eq!(t.chain_len(&a, 0), 10);
         // the newest removable record is the 8th: a walk of 7 gives up
@@ -2265,17 +2272,48 @@ mod tests {
     }
 
     #[test]
+    fn prune_walks_look_at_a_whole_chain_less_often_while_nothing_is_removable() {
+        use crate::version::PruneWalks;
+        let a = setup();
+        let t = row_with_chain(&a, [4, 4, 4, 6], 11..111);
+        // records newest first, superseded by 110 down to 11: 100 of them
+        let looked = std::cell::Cell::new(0usize);
+        let mut walks = PruneWalks::new();
+        let prune = |walks: &mut PruneWalks, removable: &dyn Fn(u32) -> bool| {
+            looked.set(0);
+            let n = walks.prune(t, &a, 0, &|x| {
+                looked.set(looked.get() + 1);
+                removable(x)
+            });
+            (n, looked.get())
+        };
+        // nothing removable (a held horizon): short walks, the whole chain
+        // after 64 of them, then after 128
+        for _ in 0..PruneWalks::MIN_WHOLE_AFTER {
+            assert_eq!(prune(&mut walks, &|_| false), (0, PruneWalks::SHORT));
+        }
+        assert_eq!(prune(&mut walks, &|_| false), (0, 100));
+        for _ in 0..2 * PruneWalks::MIN_WHOLE_AFTER {
+            assert_eq!(prune(&mut walks, &|_| false), (0, PruneWalks::SHORT));
+        }
+        // a cut deeper than a short walk (a lagging horizon) waits for the
+        // whole walk, which cuts it and the older records
+        assert_eq!(prune(&mut walks, &|x| x <= 50), (40, 61));
+        assert_eq!(t.chain_len(&a, 0), 60);
+        // after a cut, whole walks come after 64 short ones again
+        for _ in 0..PruneWalks::MIN_WHOLE_AFTER {
+            assert_eq!(prune(&mut walks, &|x| x <= 70), (0, PruneWalks::SHORT));
+        }
+        assert_eq!(prune(&mut walks, &|x| x <= 70), (20, 41));
+        // a horizon that moved on: the short walk finds the cut near the head
+        assert_eq!(prune(&mut walks, &|x| x <= 108), (38, 3));
+        assert_eq!(t.chain_len(&a, 0), 2);
+    }
+
+    #[test]
     fn pruning_a_whole_chain_drops_the_links_flag() {
         let a = setup();
-        let dir = Directory::get(&a).unwrap();
-        let t = dir.get_or_create(&a, &[4, 4, 4, 4], &|| vec![ColumnSpec::fixed(8)]).unwrap();
-        let v = 1u64.to_ne_bytes();
-        t.insert_rows(&a, &[&[Value::Fixed(&v)]], &[0], 10, 0, 0, 0, &mut vec![]).unwrap();
-        for x in 11..14u32 {
-            let h = t.header(&a, 0).unwrap();
-            let nv = (x as u64).to_ne_bytes();
-            assert!(t.update_in_place(&a, 0, &h, x, 0, &[(0, Value::Fixed(&nv))], &[0]).unwrap());
-        }
+        let t = row_with_chain(&a, [4, 4, 4, 4], 11..14);
         assert_eq!(t.chain_len(&a, 0), 3);
         // a partial cut keeps the chain, and the flag
         assert_eq!(t.prune_chain(&a, 0, &|x| x <= 11), 1);

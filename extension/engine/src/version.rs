@@ -598,3 +598,67 @@ pub fn summary_clean(word: u64) -> Option<u32> {
         None
     }
 }
+
+/// How far a writer's pruning walks a row's chain: at most [`SHORT`](Self::SHORT)
+/// records from the newest, and the whole chain only now and then.
+///
+/// While an old snapshot (a long query or transaction) holds the horizon
+/// back, no record of a hot row's chain is removable and the chain grows
+/// with every update; a walk to its end at every update made updating the
+/// row cost as much as its chain was long (`bench/hot_row_hold.sh`: one row
+/// updated by one client fell from 12,800 updates a second to 2,900 within
+/// 15 s of an idle REPEATABLE READ transaction). Once the horizon moves on,
+/// the newest removable record is near the head and a short walk finds it.
+/// For a horizon that lags more than `SHORT` updates of a row behind, a
+/// whole walk comes after `whole_after` short walks that gave up:
+/// [`MIN_WHOLE_AFTER`](Self::MIN_WHOLE_AFTER) after a walk that cut
+/// something, twice as many as before after a whole walk that did not (up
+/// to [`MAX_WHOLE_AFTER`](Self::MAX_WHOLE_AFTER)), so that the whole walks
+/// of a chain that only grows cost each write less and less, and garbage
+/// behind a lagging horizon still goes.
+pub struct PruneWalks {
+    /// Short walks that gave up since the last whole walk or cut.
+    missed: u32,
+    whole_after: u32,
+}
+
+impl PruneWalks {
+    pub const SHORT: usize = 32;
+    pub const MIN_WHOLE_AFTER: u32 = 64;
+    pub const MAX_WHOLE_AFTER: u32 = 1 << 16;
+
+    pub const fn new() -> PruneWalks {
+        PruneWalks { missed: 0, whole_after: Self::MIN_WHOLE_AFTER }
+    }
+
+    /// Prune the chain of `row` ([`Table::prune_chain_within`]) as far as
+    /// this walker's history says; returns records retired.
+    pub fn prune(&mut self, table: &Table, arena: &Arena, row: u64, removable: &dyn Fn(u32) -> bool) -> usize {
+        let whole = self.missed >= self.whole_after;
+        let walk = if whole { usize::MAX } else { Self::SHORT };
+        match table.prune_chain_within(arena, row, removable, walk) {
+            None => {
+                self.missed += 1;
+                0
+            }
+            Some(0) => {
+                if whole {
+                    self.missed = 0;
+                    self.whole_after = (self.whole_after * 2).min(Self::MAX_WHOLE_AFTER);
+                }
+                0
+            }
+            Some(n) => {
+                self.missed = 0;
+                self.whole_after = Self::MIN_WHOLE_AFTER;
+                n
+            }
+        }
+    }
+}
+
+impl Default for PruneWalks {
+    fn default() -> PruneWalks {
+        PruneWalks::new()
+    }
+}
