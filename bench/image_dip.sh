@@ -14,12 +14,16 @@
 # holds its snapshot's xmin for SEC seconds, which holds back both engines'
 # garbage collection as the cursors' transaction does, without anker's
 # copy-on-write snapshots.
+# --cost-delay MS writes the images at the pace of vacuum_cost_delay = MS
+# (with vacuum_cost_limit's default, 200): 2 is autovacuum's pace, at which
+# the images VACUUM writes by itself are written; 0 (the default) is a
+# manual VACUUM's, unpaced.
 #
-#   bench/image_dip.sh [--warehouses W] [--duration SEC] [--at SEC] [--clients C] [--repeat N] [--hold SEC [--xmin-only]]
+#   bench/image_dip.sh [--warehouses W] [--duration SEC] [--at SEC] [--clients C] [--repeat N] [--cost-delay MS] [--hold SEC [--xmin-only]]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
-W=4; DURATION=40; AT=15; CLIENTS=2; REPEAT=1; HOLD=0; XMIN_ONLY=0
+W=4; DURATION=40; AT=15; CLIENTS=2; REPEAT=1; COST_DELAY=0; HOLD=0; XMIN_ONLY=0
 while [ $# -gt 0 ]; do
     case $1 in
         --warehouses) W=$2; shift 2 ;;
@@ -27,9 +31,10 @@ while [ $# -gt 0 ]; do
         --at) AT=$2; shift 2 ;;
         --clients) CLIENTS=$2; shift 2 ;;
         --repeat) REPEAT=$2; shift 2 ;;
+        --cost-delay) COST_DELAY=$2; shift 2 ;;
         --hold) HOLD=$2; shift 2 ;;
         --xmin-only) XMIN_ONLY=1; shift ;;
-        *) sed -n '2,19p' "$0" >&2; exit 2 ;;
+        *) sed -n '2,22p' "$0" >&2; exit 2 ;;
     esac
 done
 . "$BENCH/lib/cluster.sh"
@@ -73,7 +78,7 @@ SQL
     elif [ "$am" = anker ]; then
         for tbl in $(for _ in $(seq "$REPEAT"); do echo stock customer; done); do
             s0=$(ms)
-            read -r rows bytes < <(cluster_psql -At -F ' ' -d tpcc_anker -c "SELECT rows, image_bytes FROM anker.compact('$tbl')")
+            read -r rows bytes < <(PGOPTIONS="$PGOPTIONS -c vacuum_cost_delay=$COST_DELAY" cluster_psql -At -F ' ' -d tpcc_anker -c "SELECT rows, image_bytes FROM anker.compact('$tbl')")
             s1=$(ms)
             printf 'anker: image of %s: %d rows, %.1f MB in %d ms (%.0f MB/s)\n' "$tbl" "$rows" \
                 "$(echo "$bytes / 1048576" | bc -l)" $((s1 - s0)) "$(echo "$bytes / 1048576 / (($s1 - $s0 + 1) / 1000)" | bc -l)"

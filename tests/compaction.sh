@@ -5,8 +5,8 @@
 # a steady update load, a crash after compactions recovers the table from
 # image plus log (a heap twin is the oracle), VACUUM compacts by itself once
 # the log outgrows the image (autovacuum too, for a table updated only in
-# place, also when its first report was lost), and pg_walinspect shows the
-# image records.
+# place, also when its first report was lost), an image is paced as VACUUM
+# is and can be cancelled, and pg_walinspect shows the image records.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/bench/lib/cluster.sh"
@@ -85,6 +85,29 @@ cluster_run "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w start >/
 check_twins "after a crash"
 [ "$(ctids)" = "$before" ] || fail "rows moved or changed in recovery from image plus log"
 echo "ok: every row under its ctid after recovery from image plus log"
+
+# 2b. an image is written at VACUUM's cost-based pace (autovacuum's by
+# default; anker.compact's and a manual VACUUM's by vacuum_cost_delay), and
+# its delay points take interrupts: an image cut short by a statement
+# timeout leaves the table as it was, and the next one frees its blocks.
+# (Unpaced, this image takes milliseconds; at this pace, half a minute.)
+cut=$(cluster_psql -At 2>&1 <<'SQL' || true
+SET vacuum_cost_delay = 100;
+SET vacuum_cost_limit = 1;
+SET statement_timeout = '1s';
+SELECT anker.compact('c_anker');
+SQL
+)
+case $cut in *"canceling statement due to statement timeout"*) ;; *) fail "a paced image was not cut short by a timeout: $cut" ;; esac
+check_twins "after an image cut short"
+[ "$(ctids)" = "$before" ] || fail "rows moved or changed under an image cut short"
+size=$(q "SELECT pg_relation_size('c_anker')")
+q "SELECT anker.compact('c_anker')" >/dev/null
+cluster_run "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -w -m fast restart -l "$CLUSTER_LOG" >/dev/null
+check_twins "after the next image and a restart"
+[ "$(ctids)" = "$before" ] || fail "rows moved or changed after an image cut short, the next one and a restart"
+[ "$(q "SELECT pg_relation_size('c_anker')")" -le "$size" ] || fail "the next image did not reuse the blocks of the one cut short"
+echo "ok: an image paced by vacuum_cost_delay is cut short by a statement timeout; the next one frees its blocks"
 
 # 3. VACUUM compacts once the log outgrows the image
 cluster_psql >/dev/null <<'SQL'

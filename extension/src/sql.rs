@@ -181,6 +181,8 @@ unsafe fn open_anker(relation: &pgrx::PgRelation, lock: pg_sys::LOCKMODE, caller
 /// Compact an anker table's on-disk change log now: write an image of the
 /// table from a virtual snapshot and free the log before it (VACUUM does
 /// this by itself once the log since the last image outgrows the image).
+/// Like a manual VACUUM, it writes at the pace `vacuum_cost_delay` and
+/// `vacuum_cost_limit` set (unpaced by default).
 #[pg_extern]
 fn compact(
     relation: pgrx::PgRelation,
@@ -191,6 +193,8 @@ fn compact(
         let lock = pg_sys::ShareUpdateExclusiveLock as pg_sys::LOCKMODE;
         let rel = open_anker(&relation, lock, "anker.compact");
         let table = crate::storage::table_of(rel);
+        // paced as a manual VACUUM is: by vacuum_cost_delay, when it is set
+        let _pacing = crate::durable::compact::VacuumCostAccounting::start();
         let done = crate::durable::compact::compact(rel, table);
         pg_sys::relation_close(rel, lock);
         let c = done.unwrap_or(crate::durable::compact::Compacted { rows: 0, image_bytes: 0, log_bytes_before: 0, blocks_freed: 0 });

@@ -30,21 +30,47 @@ impl Table {
     /// column in `columns`, the layout it was taken with) to `emit`, one
     /// change at a time. The caller keeps the snapshot, and the version
     /// records its rows reach, alive meanwhile.
-    pub fn image(&self, arena: &Arena, snap: Off, columns: &[(ColumnSpec, ColumnState)], mut emit: impl FnMut(&Change)) {
+    pub fn image(&self, arena: &Arena, snap: Off, columns: &[(ColumnSpec, ColumnState)], emit: impl FnMut(&Change)) {
+        self.image_in_parts(arena, snap, columns, u64::MAX, || {}, emit);
+    }
+
+    /// [`Table::image`], read `part_rows` rows at a time, with `between`
+    /// called between parts. Nothing read is kept across that call (each
+    /// part binds its own cursor to the snapshot), so the caller may let go
+    /// of what keeps version records alive there, and pause: a writer of
+    /// the image throttles itself without delaying memory reclamation.
+    pub fn image_in_parts(
+        &self,
+        arena: &Arena,
+        snap: Off,
+        columns: &[(ColumnSpec, ColumnState)],
+        part_rows: u64,
+        mut between: impl FnMut(),
+        mut emit: impl FnMut(&Change),
+    ) {
         emit(&Change::Create { columns: columns.to_vec() });
-        let snapshot = self.snapshot(arena, snap);
-        let mut cur = Cursor::NEW;
-        let mut caches: Vec<_> = (0..columns.len()).map(|c| self.col_cache(arena, c)).collect();
-        {
-            let mut bind: Vec<_> = caches.iter_mut().enumerate().collect();
-            self.bind_snapshot(arena, snapshot, &mut cur, &mut bind);
-        }
         let specs: Vec<ColumnSpec> = columns.iter().map(|(s, _)| *s).collect();
+        let nrows = self.snapshot(arena, snap).nrows;
         let mut vacant = vec![];
-        for row in 0..snapshot.nrows {
-            if self.emit_row(arena, &mut cur, &mut caches, &specs, row, &mut emit) == Some(true) {
-                vacant.push(row);
+        let mut start = 0;
+        while start < nrows {
+            if start > 0 {
+                between();
             }
+            let end = start.saturating_add(part_rows.max(1)).min(nrows);
+            let snapshot = self.snapshot(arena, snap);
+            let mut cur = Cursor::NEW;
+            let mut caches: Vec<_> = (0..columns.len()).map(|c| self.col_cache(arena, c)).collect();
+            {
+                let mut bind: Vec<_> = caches.iter_mut().enumerate().collect();
+                self.bind_snapshot(arena, snapshot, &mut cur, &mut bind);
+            }
+            for row in start..end {
+                if self.emit_row(arena, &mut cur, &mut caches, &specs, row, &mut emit) == Some(true) {
+                    vacant.push(row);
+                }
+            }
+            start = end;
         }
         for rows in vacant.chunks(4096) {
             emit(&Change::Vacate { rows: rows.to_vec() });

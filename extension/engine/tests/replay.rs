@@ -391,3 +391,59 @@ fn images_keep_killed_speculative_rows_dead() {
     assert_ne!(h.flags & flag::XMIN_ABORTED, 0, "the killed row came back to life");
     assert_eq!(h.flags & flag::SPECULATIVE, 0);
 }
+
+/// An image read in parts, with the table written between them (rows
+/// updated in place, which copies their pages and grows their chains, and
+/// rows added), is still the image of its snapshot: byte for byte the
+/// image read at once.
+#[test]
+fn an_image_read_in_parts_while_writers_go_on_is_its_snapshots_image() {
+    let a = setup();
+    let dir = Directory::get(&a).unwrap();
+    let specs = vec![ColumnSpec::fixed(8), ColumnSpec::var()];
+    let t = dir.get_or_create(&a, &[6, 6, 6, 0], &|| specs.clone()).unwrap();
+    let mut ids = vec![];
+    for k in 0..40u64 {
+        let x = k.to_ne_bytes();
+        let long = var_bytes(30 + k as u8);
+        let values = [Value::Fixed(&x), var_value(&long)];
+        let mut blobs = vec![];
+        t.prepare_blobs(&a, &values, &mut blobs).unwrap();
+        t.insert_rows(&a, &[&values], &blobs, 100, 0, 0, 0, &mut ids).unwrap();
+    }
+    let update = |row: u64, xid: u32| {
+        let h = t.header(&a, row).unwrap();
+        let x = (xid as u64 * 1000 + row).to_ne_bytes();
+        assert!(t.update_in_place(&a, row, &h, xid, 0, &[(0, Value::Fixed(&x))], &[0]).unwrap());
+    };
+    for row in (0..40).step_by(3) {
+        update(row, 101);
+    }
+    let snap = t.create_snapshot(&a, &[0, 1], Method::Cow, 0).unwrap();
+    let columns = t.columns(&a);
+    let mut whole = vec![];
+    t.image(&a, snap, &columns, |c| frame(9, c, &mut whole));
+    let mut parts = vec![];
+    let mut xid = 102;
+    let mut pauses = 0;
+    t.image_in_parts(
+        &a,
+        snap,
+        &columns,
+        3,
+        || {
+            pauses += 1;
+            for row in 0..40 {
+                update(row, xid);
+            }
+            let x = 0u64.to_ne_bytes();
+            let values = [Value::Fixed(&x), Value::Inline(b"new")];
+            t.insert_rows(&a, &[&values], &[0, 0], xid, 0, 0, 0, &mut vec![]).unwrap();
+            xid += 1;
+        },
+        |c| frame(9, c, &mut parts),
+    );
+    t.release_snapshot(&a, snap);
+    assert_eq!(pauses, 13, "40 rows in parts of 3");
+    assert!(whole == parts, "the image changed while it was read ({} and {} bytes)", whole.len(), parts.len());
+}

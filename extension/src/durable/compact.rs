@@ -12,7 +12,8 @@
 //!    table after change S.
 //! 2. Without any lock writers wait for: the image (`Table::image`, every
 //!    entry numbered S) is written from the snapshot into blocks of its own
-//!    chain, in WAL-logged records that redo applies to pages only.
+//!    chain, in WAL-logged records that redo applies to pages only, at the
+//!    pace of VACUUM's cost-based delay, as heap's VACUUM writes pages.
 //! 3. Under the log lock again, one record: the image's last page links to
 //!    where the log went on after S, the image becomes the head, and the
 //!    blocks before that point join the free chain, which later appends use
@@ -35,6 +36,12 @@ use std::sync::atomic::Ordering;
 pub const MIN_LOG_BYTES: u64 = 1 << 20;
 /// Image bytes per WAL record batch.
 const BATCH: usize = 64 << 10;
+/// Rows of the image read between two of VACUUM's delay points. The delay
+/// sleeps in proportion to the cost run up since the last one, but at most
+/// four times `vacuum_cost_delay`: points a few pages apart keep the rate
+/// where the cost limit puts it (autovacuum's defaults: about 10 pages per
+/// 2 ms).
+const PART_ROWS: u64 = 256;
 
 /// The size of log at which `table` calls for an image: what an image of
 /// the table would take now, estimated as the last image's bytes per row
@@ -151,7 +158,9 @@ pub fn compact(rel: pg_sys::Relation, table: &Table) -> Option<Compacted> {
         let mut image_bytes = 0u64;
         let mut flush = |batch: &mut Vec<u8>| {
             let tail = (image_tail != INVALID).then(|| fork.read_locked(image_tail));
+            let charged_before = pg_sys::VacuumCostBalance;
             let last = append(fork, tail, batch, None, pages::XLOG_ANKER_IMAGE, None);
+            charge_written_pages(batch.len(), charged_before);
             image_tail = pg_sys::BufferGetBlockNumber(last);
             if image_head == INVALID {
                 // the first block, which the metapage remembers as pending
@@ -164,8 +173,17 @@ pub fn compact(rel: pg_sys::Relation, table: &Table) -> Option<Compacted> {
             batch.clear();
         };
         {
-            let _epoch = shmem::enter_epoch();
-            table.image(arena, snap, &columns, |change| {
+            let mut epoch = Some(shmem::enter_epoch());
+            let pause = || {
+                drop(epoch.take());
+                // VACUUM's cost-based delay (autovacuum's by default, a
+                // manual VACUUM's or anker.compact's when vacuum_cost_delay
+                // is set); it also takes interrupts, which abandon the
+                // image.
+                pg_sys::vacuum_delay_point();
+                epoch.replace(shmem::enter_epoch());
+            };
+            table.image_in_parts(arena, snap, &columns, PART_ROWS, pause, |change| {
                 frame(seq, change, &mut batch);
                 if batch.len() >= BATCH {
                     flush(&mut batch);
@@ -217,6 +235,24 @@ pub fn compact(rel: pg_sys::Relation, table: &Table) -> Option<Compacted> {
     }
 }
 
+/// Charge VACUUM's cost accounting (when active) for an image batch of
+/// `bytes` at least what dirtying that many pages costs. The buffer manager
+/// charges a page only when it was clean, and an image mostly fills blocks
+/// a previous image freed, still dirty in shared buffers: a page it writes
+/// costs a page write and its WAL all the same. `charged_before` is the
+/// balance before the batch's append, whose own charges count towards it.
+unsafe fn charge_written_pages(bytes: usize, charged_before: i32) {
+    if !pg_sys::VacuumCostActive {
+        return;
+    }
+    let pages = bytes.div_ceil(pg_sys::BLCKSZ as usize) as i64;
+    let due = pages * pg_sys::VacuumCostPageDirty as i64;
+    let charged = pg_sys::VacuumCostBalance as i64 - charged_before as i64;
+    if charged < due {
+        pg_sys::VacuumCostBalance = (pg_sys::VacuumCostBalance as i64 + due - charged).min(i32::MAX as i64) as i32;
+    }
+}
+
 /// The next block on the chain after `block`.
 unsafe fn next_of(fork: Fork, block: u32) -> u32 {
     let buf = fork.read(block, pg_sys::ReadBufferMode::RBM_NORMAL);
@@ -251,6 +287,32 @@ unsafe fn free_unfinished_image(fork: Fork) {
     pages::log_and_apply(fork.permanent, &parts, pages::XLOG_ANKER_SWITCH);
     pg_sys::UnlockReleaseBuffer(lbuf);
     pg_sys::UnlockReleaseBuffer(mbuf);
+}
+
+/// VACUUM's cost accounting, on for a compaction outside VACUUM as
+/// `vacuum()` turns it on for its own: active when `vacuum_cost_delay` is
+/// set, off again when dropped (an error unwinding included).
+pub struct VacuumCostAccounting(());
+
+impl VacuumCostAccounting {
+    pub fn start() -> VacuumCostAccounting {
+        // SAFETY: backend-local globals, set as vacuum() sets them.
+        unsafe {
+            pg_sys::VacuumCostActive = pg_sys::VacuumCostDelay > 0.0;
+            pg_sys::VacuumCostBalance = 0;
+        }
+        VacuumCostAccounting(())
+    }
+}
+
+impl Drop for VacuumCostAccounting {
+    fn drop(&mut self) {
+        // SAFETY: as in start.
+        unsafe {
+            pg_sys::VacuumCostActive = false;
+            pg_sys::VacuumCostBalance = 0;
+        }
+    }
 }
 
 /// VACUUM's part: compact `rel`'s log if it is due, and say so.
