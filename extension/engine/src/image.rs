@@ -36,9 +36,11 @@ impl Table {
 
     /// [`Table::image`], read `part_rows` rows at a time, with `between`
     /// called between parts. Nothing read is kept across that call (each
-    /// part binds its own cursor to the snapshot), so the caller may let go
-    /// of what keeps version records alive there, and pause: a writer of
-    /// the image throttles itself without delaying memory reclamation.
+    /// part binds its own cursor to the snapshot), so the caller may leave
+    /// the reclamation epoch there and pause: a writer of the image paces
+    /// itself without holding back the freeing of memory in other tables
+    /// (what this table's writers retire meanwhile stays until the
+    /// snapshot is released, as for any snapshot).
     pub fn image_in_parts(
         &self,
         arena: &Arena,
