@@ -17,6 +17,7 @@
 # databases at the end. `--conf 'synchronous_commit = on'` overrides a default. --perf SEC
 # records `perf record -a -g` for SEC seconds in the middle of each engine's last round (needs
 # linux-perf) into DIR (default: a new directory under /tmp) and prints the top symbols.
+# It lists the images anker's VACUUM wrote (from the server log, with their times).
 # It also prints the CPU milliseconds per transaction of the cluster's processes by kind
 # (client backends, autovacuum workers, walwriter, ...; bench/lib/pgcpu.py samples /proc), the
 # whole machine's user and system CPU per transaction (/proc/stat) and WAL flushes per transaction.
@@ -192,6 +193,9 @@ done
 for am in heap anker; do
     echo "tpcc_$am autovacuum runs: $(cluster_psql -At -d "tpcc_$am" -c "SELECT coalesce(string_agg(relname || ' ' || autovacuum_count, ', ' ORDER BY relname), 'none') FROM pg_stat_user_tables WHERE autovacuum_count > 0")"
 done
+# (the times say which round each image fell into)
+echo "anker's images written by VACUUM (server log):"
+grep -o '^[0-9-]* [0-9:]*.*anker: wrote an image of .*' "$CLUSTER_LOG" | sed -E 's/^[0-9-]* ([0-9:]*)[^ ]* .*anker: wrote an image of /  \1 /' || echo "  none"
 bad=0
 for am in heap anker; do tpcc_check "tpcc_$am" || bad=1; done
 if [ "$PERF" -gt 0 ]; then
