@@ -18,12 +18,19 @@
 # (with vacuum_cost_limit's default, 200): 2 is autovacuum's pace, at which
 # the images VACUUM writes by itself are written; 0 (the default) is a
 # manual VACUUM's, unpaced.
+# --vacuum TABLE runs VACUUM TABLE on both engines instead (at --cost-delay's
+# pace), the way autovacuum writes images: on anker once the table's log has
+# passed its image mark, so that the VACUUM writes an image (with 2 clients
+# at W=4, `stock` gets there 3 to 4 minutes after the start: give --duration
+# 300 or so), on heap at --at. Unlike anker.compact's SELECT, a VACUUM holds no
+# xmin that others' pruning waits for.
 #
-#   bench/image_dip.sh [--warehouses W] [--duration SEC] [--at SEC] [--clients C] [--repeat N] [--cost-delay MS] [--hold SEC [--xmin-only]]
+#   bench/image_dip.sh [--warehouses W] [--duration SEC] [--at SEC] [--clients C] [--repeat N] [--cost-delay MS]
+#                      [--hold SEC [--xmin-only] | --vacuum TABLE]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
-W=4; DURATION=40; AT=15; CLIENTS=2; REPEAT=1; COST_DELAY=0; HOLD=0; XMIN_ONLY=0
+W=4; DURATION=40; AT=15; CLIENTS=2; REPEAT=1; COST_DELAY=0; HOLD=0; XMIN_ONLY=0; VACUUM=
 while [ $# -gt 0 ]; do
     case $1 in
         --warehouses) W=$2; shift 2 ;;
@@ -34,7 +41,8 @@ while [ $# -gt 0 ]; do
         --cost-delay) COST_DELAY=$2; shift 2 ;;
         --hold) HOLD=$2; shift 2 ;;
         --xmin-only) XMIN_ONLY=1; shift ;;
-        *) sed -n '2,22p' "$0" >&2; exit 2 ;;
+        --vacuum) VACUUM=$2; shift 2 ;;
+        *) sed -n '2,30p' "$0" >&2; exit 2 ;;
     esac
 done
 . "$BENCH/lib/cluster.sh"
@@ -50,14 +58,27 @@ done
 cluster_psql -q -c CHECKPOINT
 tpcc_mix_args standard
 ms() { date +%s%3N; }
-what=image; [ "$HOLD" != 0 ] && what=hold
+what=image; [ "$HOLD" != 0 ] && what=hold; [ -n "$VACUUM" ] && what=vacuum
 for am in heap anker; do
     (cd "$WORK" && cluster_pgbench -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -T "$DURATION" -P 1 \
         -D warehouses="$W" -D uniform=0 "${TPCC_MIX_ARGS[@]}" "tpcc_$am" 2>"$WORK/progress.$am" >/dev/null) &
     bench=$!
-    sleep "$AT"
+    b0=$(ms)
+    if [ -n "$VACUUM" ] && [ "$am" = anker ]; then
+        due="SELECT log_bytes > image_mark_bytes FROM anker.table_storage() WHERE relfilenode = pg_relation_filenode('$VACUUM')"
+        until [ "$(cluster_psql -At -d tpcc_anker -c "$due")" = t ]; do
+            [ $(( $(ms) - b0 )) -lt $(( (DURATION - 20) * 1000 )) ] || { echo "anker: $VACUUM's log did not reach its image mark in time (give a longer --duration)" >&2; exit 1; }
+            sleep 1
+        done
+    else
+        sleep "$AT"
+    fi
     t0=$(ms)
-    if [ "$HOLD" != 0 ] && [ "$XMIN_ONLY" = 1 ]; then
+    at=$(( (t0 - b0) / 1000 ))
+    if [ -n "$VACUUM" ]; then
+        PGOPTIONS="$PGOPTIONS -c vacuum_cost_delay=$COST_DELAY" cluster_psql -q -d "tpcc_$am" -c "VACUUM $VACUUM"
+        [ "$am" = heap ] || grep -o "anker: wrote an image of \"$VACUUM\".*" "$CLUSTER_LOG" | tail -n1 | sed 's/^/anker: VACUUM /'
+    elif [ "$HOLD" != 0 ] && [ "$XMIN_ONLY" = 1 ]; then
         cluster_psql -q -At -d "tpcc_$am" <<SQL
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT count(*) FROM warehouse \\g /dev/null
@@ -89,7 +110,7 @@ SQL
     t2=$(ms)
     wait "$bench"
     # progress lines: "progress: 16.0 s, 1234.5 tps, ..."
-    awk -v at="$AT" -v img=$(( (t1 - t0 + 500) / 1000 )) -v ck=$(( (t2 - t1 + 500) / 1000 )) -v am="$am" -v what="$what" '
+    awk -v at="$at" -v img=$(( (t1 - t0 + 500) / 1000 )) -v ck=$(( (t2 - t1 + 500) / 1000 )) -v am="$am" -v what="$what" '
         /^progress:/ { t = $2 + 0; tps = $4 + 0
             if (t <= at) { b += tps; nb++ }
             else if (t <= at + img) { i += tps; ni++ }
