@@ -42,7 +42,7 @@ while [ $# -gt 0 ]; do
         --hold) HOLD=$2; shift 2 ;;
         --xmin-only) XMIN_ONLY=1; shift ;;
         --vacuum) VACUUM=$2; shift 2 ;;
-        *) sed -n '2,30p' "$0" >&2; exit 2 ;;
+        *) sed -n '2,29p' "$0" >&2; exit 2 ;;
     esac
 done
 . "$BENCH/lib/cluster.sh"
