@@ -15,12 +15,13 @@
 # and must then hold what the primary holds.
 # CRASH_RACES_CYCLES (default 4) and CRASH_RACES_SECONDS (the longest run of
 # a cycle, default 6) make it longer.
+# The cluster has data checksums: every page read back after a crash is verified.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/bench/lib/cluster.sh"
 SB=
 trap cluster_cleanup EXIT
-cluster_start "shared_preload_libraries = 'anker'" "lc_messages = 'C'" "restart_after_crash = on" \
+CLUSTER_INITDB_ARGS=--data-checksums cluster_start "shared_preload_libraries = 'anker'" "lc_messages = 'C'" "restart_after_crash = on" \
     "max_prepared_transactions = 8" "autovacuum_naptime = 1" "autovacuum_vacuum_threshold = 20" \
     "autovacuum_vacuum_scale_factor = 0.01" "checkpoint_timeout = 30s" "wal_keep_size = '4GB'" >/dev/null
 q() { cluster_psql -Atc "$1"; }

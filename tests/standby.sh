@@ -11,6 +11,7 @@
 # plus archived WAL to a recovery_target_xid restores the tables as they
 # were at that transaction, and pg_rewind takes the old primary, which went
 # on writing, back to that point as a standby of the recovered cluster.
+# The primary has data checksums, and so every copy of it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/bench/lib/cluster.sh"
@@ -23,7 +24,7 @@ cleanup() {
 }
 EXTRA_DATA=()
 trap cleanup EXIT
-cluster_start "shared_preload_libraries = 'anker'" "anker.memory_limit = '1GB'" "lc_messages = 'C'" \
+CLUSTER_INITDB_ARGS=--data-checksums cluster_start "shared_preload_libraries = 'anker'" "anker.memory_limit = '1GB'" "lc_messages = 'C'" \
     "wal_level = replica" "archive_mode = on" "anker.snapshot_min_rows = 0" "wal_log_hints = on" >/dev/null
 mkdir -p "$CLUSTER_DIR/archive" && chown postgres "$CLUSTER_DIR/archive"
 cluster_psql -c "ALTER SYSTEM SET archive_command = 'cp %p $CLUSTER_DIR/archive/%f'" -c "SELECT pg_reload_conf()" >/dev/null

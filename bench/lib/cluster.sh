@@ -12,7 +12,8 @@
 #       (e.g. "shared_preload_libraries = 'anker'" "anker.snapshot_method = 'cow'").
 #       Sets and exports CLUSTER_DIR, CLUSTER_DATA, CLUSTER_SOCK, CLUSTER_PORT, CLUSTER_LOG.
 #       Returns non-zero (and prints the tail of the server log) if the server does not start;
-#       the directory is kept until cluster_cleanup so the log can be read.
+#       the directory is kept until cluster_cleanup so the log can be read. CLUSTER_INITDB_ARGS,
+#       if set, is added to initdb's arguments (e.g. --data-checksums).
 #   cluster_psql [PSQL_ARGS ...]
 #       psql on the cluster's `postgres` database as the postgres superuser, with -X (no psqlrc)
 #       and ON_ERROR_STOP=1. Use -d to pick another database.
@@ -93,7 +94,7 @@ cluster_start() {
         chown -R "$CLUSTER_OWNER" "$CLUSTER_DIR"
     fi
     if ! _cluster_as_owner "$PG_BINDIR/initdb" -D "$CLUSTER_DATA" -U postgres -A trust -E UTF8 \
-            --locale=C -N >"$CLUSTER_DIR/initdb.log" 2>&1; then
+            --locale=C -N ${CLUSTER_INITDB_ARGS:-} >"$CLUSTER_DIR/initdb.log" 2>&1; then
         echo "cluster_start: initdb failed:" >&2
         tail -n 20 "$CLUSTER_DIR/initdb.log" >&2
         return 1
