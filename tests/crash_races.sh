@@ -23,7 +23,8 @@ SB=
 trap cluster_cleanup EXIT
 CLUSTER_INITDB_ARGS=--data-checksums cluster_start "shared_preload_libraries = 'anker'" "lc_messages = 'C'" "restart_after_crash = on" \
     "max_prepared_transactions = 8" "autovacuum_naptime = 1" "autovacuum_vacuum_threshold = 20" \
-    "autovacuum_vacuum_scale_factor = 0.01" "checkpoint_timeout = 30s" "wal_keep_size = '4GB'" >/dev/null
+    "autovacuum_vacuum_scale_factor = 0.01" "checkpoint_timeout = 30s" "wal_keep_size = '4GB'" \
+    "wal_compression = lz4" >/dev/null
 q() { cluster_psql -Atc "$1"; }
 fail() { echo "FAIL: $*"; cluster_log_tail 30; for f in "${W:-/nonexistent}"/*.out; do [ -f "$f" ] && { echo "== $f"; tail -n 5 "$f"; }; done; [ -n "$SB" ] && tail -n 20 "$SB.log" || true; exit 1; }
 pg_ctl_() { cluster_run "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 120 "$@" >/dev/null; }
