@@ -161,17 +161,35 @@ q "DROP TABLE churn" >/dev/null
 echo "ok: a standby REPEATABLE READ transaction reads its versions while redo prunes others"
 
 # a table the standby loaded and the primary then drops is freed from the
-# standby's memory by the standby's next load, not kept until promotion
-q "CREATE TABLE dropped_later (a int) USING anker; INSERT INTO dropped_later SELECT generate_series(1, 1000)" >/dev/null
+# standby's memory by redo within seconds (it looks every 10 s while anker
+# records come), or by the standby's next load, not kept until promotion
+in_memory() { qp "$SB_PORT" "SELECT count(*) FROM anker.table_storage() WHERE relfilenode = $1"; }
+q "CREATE TABLE busy (a int) USING anker; INSERT INTO busy VALUES (0)" >/dev/null
+for t in dropped_later dropped_later2; do
+    q "CREATE TABLE $t (a int) USING anker; INSERT INTO $t SELECT generate_series(1, 1000)" >/dev/null
+done
 file=$(q "SELECT relfilenode FROM pg_class WHERE relname = 'dropped_later'")
+file2=$(q "SELECT relfilenode FROM pg_class WHERE relname = 'dropped_later2'")
 catch_up
-[ "$(qp "$SB_PORT" "SELECT count(*) FROM dropped_later")" = 1000 ] || fail "the standby does not see a new table"
-in_memory() { qp "$SB_PORT" "SELECT count(*) FROM anker.table_storage() WHERE relfilenode = $file"; }
-[ "$(in_memory)" = 1 ] || fail "the standby did not load the new table"
-q "DROP TABLE dropped_later; CREATE TABLE read_next (a int) USING anker; INSERT INTO read_next VALUES (1)" >/dev/null
+for t in dropped_later dropped_later2 busy; do
+    [ "$(qp "$SB_PORT" "SELECT count(*) FROM $t")" -ge 1 ] || fail "the standby does not see the new table $t"
+done
+[ "$(in_memory "$file")" = 1 ] && [ "$(in_memory "$file2")" = 1 ] || fail "the standby did not load the new tables"
+q "DROP TABLE dropped_later" >/dev/null
+freed=
+for i in $(seq 1 30); do
+    q "UPDATE busy SET a = $i" >/dev/null
+    catch_up
+    [ "$(in_memory "$file")" = 0 ] && { freed=$i; break; }
+    sleep 1
+done
+[ -n "$freed" ] || fail "a table dropped on the primary stays in the standby's memory while redo goes on"
+echo "ok: a table dropped on the primary leaves the standby's memory while redo goes on (after ${freed} s)"
+q "DROP TABLE dropped_later2; CREATE TABLE read_next (a int) USING anker; INSERT INTO read_next VALUES (1)" >/dev/null
 catch_up
 [ "$(qp "$SB_PORT" "SELECT count(*) FROM read_next")" = 1 ] || fail "the standby does not see the second new table"
-[ "$(in_memory)" = 0 ] || fail "a table dropped on the primary stays in the standby's memory"
+[ "$(in_memory "$file2")" = 0 ] || fail "a table dropped on the primary stays in the standby's memory after a load"
+q "DROP TABLE busy" >/dev/null
 echo "ok: a table dropped on the primary leaves the standby's memory at its next load"
 
 # a standby backend loads a table while redo goes on appending to its log

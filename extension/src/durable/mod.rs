@@ -893,10 +893,10 @@ impl Progress {
 /// Free the tables in memory whose relation file is gone: dropped,
 /// truncated or rewritten on the primary and removed by redo, which does not
 /// tell us (the files go with the commit record, not with one of ours). A
-/// hot standby's loads call this, so its memory holds the tables that exist
-/// plus those dropped since the last load; redo's cleanup at promotion calls
-/// it too. No backend still reads such a table: redo took the relation's
-/// AccessExclusiveLock before removing the file, cancelling readers.
+/// hot standby's loads call this, redo every ten seconds while it applies
+/// anker records, and redo's cleanup at promotion. No backend still reads
+/// such a table: redo took the relation's AccessExclusiveLock before
+/// removing the file, cancelling readers.
 pub(crate) fn free_tables_without_file() {
     let arena = shmem::arena();
     let dir = shmem::directory();

@@ -110,6 +110,7 @@ fn page_op<'d>(record: *mut pg_sys::XLogReaderState, is_meta: bool, logged: &'d 
 
 #[pg_guard]
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
+    free_dropped_tables_now_and_then();
     if kind(record) == XLOG_ANKER_ROW {
         return;
     }
@@ -195,6 +196,29 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     };
     if let Some(t) = table {
         apply_entries(t, &key, rnode, &entries, lsn);
+    }
+}
+
+/// How often redo looks for tables in memory whose relation file is gone.
+const DROPPED_TABLES_SWEEP: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Free the tables a hot standby's backends loaded whose relation files
+/// redo has since removed (dropped, truncated or rewritten on the primary),
+/// at most every [`DROPPED_TABLES_SWEEP`]: the file goes with a commit
+/// record, which is not ours to see, so its table would otherwise stay in
+/// memory until the standby's next load or its promotion. A look costs a
+/// `stat` per table in memory.
+fn free_dropped_tables_now_and_then() {
+    static mut LAST: Option<std::time::Instant> = None;
+    // SAFETY: only the startup process runs redo, on one thread.
+    let last = unsafe { &mut *(&raw mut LAST) };
+    let now = std::time::Instant::now();
+    match last {
+        Some(t) if now.duration_since(*t) < DROPPED_TABLES_SWEEP => {}
+        _ => {
+            *last = Some(now);
+            super::free_tables_without_file();
+        }
     }
 }
 
