@@ -182,7 +182,8 @@ echo "ok: loading progress in the server log (${progress##*LOG:  })"
 # 2. immediate shutdown after a checkpoint and more work, DDL included:
 # rewrites, ADD COLUMN with a default, VACUUM (vacated row ids), VACUUM
 # FULL, TRUNCATE, and a table created, filled and dropped (its records are
-# redone onto a file that is dropped later in the WAL)
+# redone onto a file that is dropped later in the WAL), SET UNLOGGED and
+# SET LOGGED
 q "CHECKPOINT" >/dev/null
 aborted_then_updated 11
 run_workload 5
@@ -201,7 +202,19 @@ INSERT INTO side SELECT g, 'second ' || g FROM generate_series(1, 600) g;
 DELETE FROM side WHERE a % 3 = 0;
 VACUUM side;
 INSERT INTO side SELECT g * 3, 'reused' FROM generate_series(1, 50) g;
+-- persistence changed both ways (each a rewrite into a new file)
+CREATE TABLE relogged (id int PRIMARY KEY, v text) USING anker;
+INSERT INTO relogged SELECT g, 'logged ' || g FROM generate_series(1, 1000) g;
+ALTER TABLE relogged SET UNLOGGED;
+INSERT INTO relogged SELECT g, 'unlogged ' || g FROM generate_series(1001, 2000) g;
+ALTER TABLE relogged SET LOGGED;
+UPDATE relogged SET v = v || '!' WHERE id % 10 = 0;
+CREATE TABLE unlogged_later (id int PRIMARY KEY, v text) USING anker;
+INSERT INTO unlogged_later SELECT g, 'x' FROM generate_series(1, 1000) g;
+ALTER TABLE unlogged_later SET UNLOGGED;
+INSERT INTO unlogged_later VALUES (5000, 'unlogged');
 SQL
+relogged_before=$(q "SELECT md5(string_agg(r::text, ',' ORDER BY id)) FROM relogged r")
 q "VACUUM FULL t_anker" >/dev/null
 q "VACUUM FULL t_heap" >/dev/null
 run_workload 3
@@ -219,6 +232,13 @@ echo "ok: rows keep their ctids after recovery (TRUNCATE, VACUUM, reused row ids
 [ "$(q "SELECT count(*) FROM u_heap")" = 0 ] || fail "heap's unlogged table not emptied (test setup)"
 q "INSERT INTO u_anker VALUES (1, 'again')" >/dev/null
 echo "ok: unlogged table empty after a crash, usable again"
+[ "$(q "SELECT md5(string_agg(r::text, ',' ORDER BY id)) FROM relogged r")" = "$relogged_before" ] \
+    || fail "a table set UNLOGGED and LOGGED again changed in crash recovery"
+[ "$(q "SELECT count(*) FROM unlogged_later")" = 0 ] || fail "a table set UNLOGGED was not emptied by crash recovery"
+q "SELECT bt_index_check('relogged_pkey', true), bt_index_check('unlogged_later_pkey', true)" >/dev/null \
+    || fail "an index of a table whose persistence changed disagrees after recovery"
+q "DROP TABLE relogged, unlogged_later" >/dev/null
+echo "ok: ALTER TABLE SET UNLOGGED and SET LOGGED: the logged table whole after a crash, the unlogged one empty"
 
 # 3. kill -9 of the postmaster while pgbench runs
 run_workload 30 &

@@ -235,6 +235,82 @@ catch_up
 q "DROP TABLE racing" >/dev/null
 echo "ok: $loads loads on the standby while redo appended to, compacted and grew the table's log"
 
+# A standby backend replays the log a page at a time as it reads it, as on a
+# primary: its private memory grows by far less than the log (until
+# 2026-12-06 a standby's load read the whole log into memory first).
+q "CREATE TABLE big_sb (id int, v text) USING anker;
+   INSERT INTO big_sb SELECT g, md5(g::text) FROM generate_series(1, 400000) g" >/dev/null
+catch_up
+pg_ctl_as -D "$SB" -m fast -w -t 120 restart -l "$SB.log"
+wait_ready "$SB_PORT"
+catch_up
+cluster_psql_port "$SB_PORT" -Atc "SELECT pg_sleep(0.6) /* loader */" -c "SELECT count(*) FROM big_sb" >"$WORK/sb_load.out" &
+loader=$!
+sleep 0.3
+pid=$(qp "$SB_PORT" "SELECT pid FROM pg_stat_activity WHERE query LIKE '%/* loader */%' AND pid <> pg_backend_pid()")
+rss_anon() { awk '/RssAnon/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0; }
+base=$(rss_anon); peak=$base
+[ -n "$pid" ] && [ "$base" -gt 0 ] || fail "the standby's loading backend was not found"
+while kill -0 "$pid" 2>/dev/null; do
+    a=$(rss_anon); [ "${a:-0}" -gt "$peak" ] && peak=$a
+    sleep 0.01
+done
+wait "$loader" || fail "loading a large table on the standby failed"
+[ "$(tail -n 1 "$WORK/sb_load.out")" = 400000 ] || fail "the standby's load of a large table lost rows"
+log_kb=$(( $(qp "$SB_PORT" "SELECT pg_relation_size('big_sb')") / 1024 ))
+[ $((peak - base)) -lt $((log_kb / 4)) ] ||
+    fail "loading a table with $log_kb kB of log took $((peak - base)) kB of the standby backend's memory"
+q "DROP TABLE big_sb" >/dev/null
+echo "ok: on the standby, loading $log_kb kB of log took $((peak - base)) kB of the loading backend's private memory"
+
+# A switch redo meets while a standby backend loads the table waits until
+# the load is over (the loader walks the chain the switch replaces). The
+# table's log is long and its image short (rows updated many times), so
+# that loading the log takes longer than redoing the image: replay is
+# paused while the primary writes the image and then changes rows, the
+# standby restarted so that the table must be loaded, and replay resumed
+# once a backend is loading it. (A change before the image would stop redo
+# first: an append waits for the load too.)
+q "CREATE TABLE switched (id int PRIMARY KEY, v int) USING anker WITH (autovacuum_enabled = off);
+   INSERT INTO switched SELECT g, 0 FROM generate_series(1, 20000) g" >/dev/null
+for _ in $(seq 1 10); do
+    cluster_psql -q -c "$(for _ in $(seq 1 10); do printf 'UPDATE switched SET v = v + 1; '; done)" >/dev/null
+done
+file=$(q "SELECT relfilenode FROM pg_class WHERE relname = 'switched'")
+switched() { qp "$SB_PORT" "SELECT value FROM anker.counters() WHERE name = 'log_switches_after_standby_loads'"; }
+catch_up
+pg_ctl_as -D "$SB" -m fast -w -t 120 restart -l "$SB.log"
+wait_ready "$SB_PORT"
+catch_up
+qp "$SB_PORT" "SELECT pg_wal_replay_pause()" >/dev/null
+for _ in $(seq 1 100); do
+    [ "$(qp "$SB_PORT" "SELECT pg_get_wal_replay_pause_state()")" = paused ] && break
+    sleep 0.1
+done
+q "SELECT anker.compact('switched')" >/dev/null
+q "UPDATE switched SET v = -1 WHERE id % 1000 = 0" >/dev/null
+target=$(q "SELECT pg_current_wal_lsn()")
+for _ in $(seq 1 300); do
+    [ "$(qp "$SB_PORT" "SELECT pg_last_wal_receive_lsn() >= '$target'")" = t ] && break
+    sleep 0.1
+done
+before=$(switched)
+cluster_psql_port "$SB_PORT" -Atc "SELECT sum(v) FROM switched" >"$WORK/sb_load2.out" &
+loader=$!
+for _ in $(seq 1 200); do
+    [ "$(qp "$SB_PORT" "SELECT count(*) FROM anker.table_storage() WHERE relfilenode = $file")" = 1 ] && break
+done
+qp "$SB_PORT" "SELECT pg_wal_replay_resume()" >/dev/null
+wait "$loader" || fail "a standby load while redo switched the table's log failed"
+catch_up
+[ "$(q "SELECT md5(string_agg(r::text, ',' ORDER BY id)) FROM switched r")" = \
+  "$(qp "$SB_PORT" "SELECT md5(string_agg(r::text, ',' ORDER BY id)) FROM switched r")" ] ||
+    fail "a table loaded while redo switched its log differs from the primary's"
+after=$(switched)
+[ "$after" -gt "$before" ] || fail "redo did not meet the switch while the table loaded (switches after loads: $before, then $after)"
+q "DROP TABLE switched" >/dev/null
+echo "ok: a switch redo met while a standby backend loaded the table waited for the load ($((after - before)) time(s)); the table then is the primary's"
+
 # ---- promotion ---------------------------------------------------------------
 cluster_stop
 pg_ctl_as -D "$SB" -w promote

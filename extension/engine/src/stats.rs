@@ -17,9 +17,12 @@ pub const CHAIN_WALKS_AVOIDED: usize = 11;
 pub const SNAPSHOT_CREATE_NS: usize = 12;
 /// Scans restricted to the columns their query reads.
 pub const COLUMN_RESTRICTED_SCANS: usize = 13;
+/// Switches of a table's log to a new image that redo (on a hot standby)
+/// applied only after a backend's load of the table was over.
+pub const SWITCHES_AFTER_LOADS: usize = 14;
 
 /// Names, in order, as shown by `anker.stats`.
-pub const NAMES: [(&str, usize); 14] = [
+pub const NAMES: [(&str, usize); 15] = [
     ("in_place_updates", IN_PLACE_UPDATES),
     ("new_row_id_updates", NEW_ROW_UPDATES),
     ("undo_records_pruned", UNDO_RECORDS_PRUNED),
@@ -34,4 +37,5 @@ pub const NAMES: [(&str, usize); 14] = [
     ("cow_page_copies", COW_PAGE_COPIES),
     ("snapshot_pages_shared", SNAPSHOT_PAGES_SHARED),
     ("column_restricted_scans", COLUMN_RESTRICTED_SCANS),
+    ("log_switches_after_standby_loads", SWITCHES_AFTER_LOADS),
 ];

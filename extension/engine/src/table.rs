@@ -573,6 +573,8 @@ pub struct Table {
     /// hint it checks; 0: none).
     pub log_tail_hint: AtomicI32,
     pub log_permanent: AtomicU32,
+    /// [`LOADING`] while the boundary loads the table (0: loaded; it may
+    /// use other values for failed loads).
     pub loading: AtomicU32,
     /// Bytes of the on-disk log after its image, of the image, and the
     /// rows (row ids) the image holds: the boundary compacts the log when
@@ -1795,6 +1797,10 @@ pub unsafe fn decode_slot(arena: &Arena, kind: u32, ptr: *const u8) -> ValueRef 
     }
 }
 
+/// [`Table::loading`] while the table is being loaded: whoever finds it
+/// waits.
+pub const LOADING: u32 = 1;
+
 /// The set of tables: an open-addressing hash from [`TableKey`] to table.
 #[repr(C)]
 pub struct Directory {
@@ -1803,6 +1809,11 @@ pub struct Directory {
     count: u32,
     /// Tables whose fate a prepared transaction decides.
     prepared: AtomicU32,
+    /// The table whose log redo is switching to a new image now (on a hot
+    /// standby), if `switching_set`; guarded by `lock`. See
+    /// [`begin_switch`](Self::begin_switch).
+    switching: TableKey,
+    switching_set: u32,
     slots: Off,
     /// Header pages of the tables and the slot array itself.
     pub owner: PageOwner,
@@ -1846,6 +1857,8 @@ impl Directory {
             (*d).capacity = capacity;
             (*d).count = 0;
             (*d).prepared = AtomicU32::new(0);
+            (*d).switching = [0; 4];
+            (*d).switching_set = 0;
             (*d).slots = off + std::mem::size_of::<Directory>().next_multiple_of(64) as u64;
             (*d).owner.adopt(&tmp);
         }
@@ -1924,7 +1937,7 @@ impl Directory {
             return Err(AllocError::OutOfMemory { requested: std::mem::size_of::<DirSlot>() as u64 });
         }
         let table = Table::create(arena, &self.owner, *key, &specs())?;
-        table.loading.store(loading as u32, Ordering::Release);
+        table.loading.store(if loading { LOADING } else { 0 }, Ordering::Release);
         let mask = self.capacity - 1;
         let mut i = (hash_key(key) as u32) & mask;
         loop {
@@ -1957,6 +1970,45 @@ impl Directory {
         let t = unsafe { arena.get::<Table>(table) };
         t.destroy(arena, &self.owner);
         true
+    }
+
+    /// Redo is about to make an image the head of `key`'s log (a switch:
+    /// the chain a loader walks changes, and freed blocks may be reused).
+    /// Unless a load of the table is in progress (returned: the caller waits
+    /// until it is over and asks again), note the switch until
+    /// [`end_switch`](Self::end_switch): a load published from now on waits
+    /// for it before reading the log ([`switching`](Self::switching)). Both
+    /// sides decide under the directory's lock, so a load never walks a log
+    /// while redo switches it.
+    pub fn begin_switch<'a>(&self, arena: &'a Arena, key: &TableKey) -> Result<(), &'a Table> {
+        let _g = self.lock.lock();
+        if let Some(i) = self.find(arena, key) {
+            // SAFETY: used slots point at live tables.
+            let t = unsafe { arena.get::<Table>(self.slot(arena, i).table) };
+            if t.loading.load(Ordering::Acquire) == LOADING {
+                return Err(t);
+            }
+        }
+        // SAFETY: guarded by the lock.
+        unsafe {
+            let d = self as *const Directory as *mut Directory;
+            (*d).switching = *key;
+            (*d).switching_set = 1;
+        }
+        Ok(())
+    }
+
+    /// The switch noted by [`begin_switch`](Self::begin_switch) is done.
+    pub fn end_switch(&self) {
+        let _g = self.lock.lock();
+        // SAFETY: guarded by the lock.
+        unsafe { (*(self as *const Directory as *mut Directory)).switching_set = 0 };
+    }
+
+    /// Is redo switching `key`'s log now?
+    pub fn switching(&self, key: &TableKey) -> bool {
+        let _g = self.lock.lock();
+        self.switching_set != 0 && self.switching == *key
     }
 
     /// Visit every table.
@@ -2328,6 +2380,31 @@ mod tests {
         let nv = 14u64.to_ne_bytes();
         assert!(t.update_in_place(&a, 0, &h, 14, 0, &[(0, Value::Fixed(&nv))], &[0]).unwrap());
         assert_eq!(t.chain_len(&a, 0), 1);
+    }
+
+    #[test]
+    fn a_switch_and_a_load_of_one_table_exclude_each_other() {
+        let a = Arena::create_private(16 << 20).unwrap();
+        a.format(4).unwrap();
+        let dir = Directory::create(&a, 64).unwrap();
+        let (k, other) = ([1, 2, 3, 0], [1, 2, 4, 0]);
+        let specs = || vec![ColumnSpec::fixed(8)];
+        // no table: the switch is noted, for this key only
+        assert!(dir.begin_switch(&a, &k).is_ok());
+        assert!(dir.switching(&k) && !dir.switching(&other));
+        dir.end_switch();
+        assert!(!dir.switching(&k));
+        // a load in progress: the switch must wait for it
+        let (t, created) = dir.find_or_create(&a, &k, &specs, true).unwrap();
+        assert!(created);
+        assert!(std::ptr::eq(dir.begin_switch(&a, &k).unwrap_err(), t));
+        assert!(!dir.switching(&k));
+        assert!(dir.begin_switch(&a, &other).is_ok());
+        dir.end_switch();
+        // loaded: switches go ahead
+        t.loading.store(0, Ordering::Release);
+        assert!(dir.begin_switch(&a, &k).is_ok());
+        dir.end_switch();
     }
 
     #[test]

@@ -597,20 +597,6 @@ impl<'f> ChainWalk<'f> {
     }
 }
 
-/// The whole log of `fork`, read until one read saw a single generation
-/// throughout (on a hot standby redo may compact the log while it is read),
-/// and its last block.
-unsafe fn read_whole_log(fork: &Fork) -> (Assembler, u32) {
-    loop {
-        let mut log = Assembler::default();
-        let mut walk = ChainWalk::new(fork);
-        while walk.next(|bytes| log.feed(bytes)) {}
-        if walk.same_generation() {
-            return (log, walk.last);
-        }
-    }
-}
-
 /// The table's layout, from the first entry of its log (a Create at the
 /// start of the first run): read a page at a time until it is whole, and
 /// again if redo compacted the log meanwhile (on a hot standby).
@@ -721,9 +707,9 @@ impl Loader<'_> {
 /// from the relation's layout). Whoever finds a table being loaded waits.
 ///
 /// The log is read a page at a time and replayed as it is read, so a load
-/// holds one chunk of it in the backend's memory besides the table; on a
-/// hot standby the whole log is read first (redo may compact it meanwhile,
-/// and then it is read again).
+/// holds one chunk of it in the backend's memory besides the table. On a
+/// hot standby redo does not switch the log to a new image while it is
+/// read (`Directory::begin_switch`).
 ///
 /// Tables are loaded by the backends that use them, never by redo: crash
 /// recovery restores the fork page by page (PostgreSQL's rules: page LSNs,
@@ -790,19 +776,37 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
         pruner: crate::undo::ReplayPruner::default(),
     };
     // Published: on a standby redo may have appended since the layout was
-    // read, and may compact while the log is read.
+    // read. A switch redo began before we published may be under way: the
+    // log is read once it is done, and redo begins none until the load is
+    // over. (A plain sleep: the switch takes redo microseconds, and an
+    // interrupt here would fail the load for every waiter.)
+    if recovery {
+        while dir.switching(key) {
+            // SAFETY: a plain sleep.
+            unsafe { pg_sys::pg_usleep(100) };
+        }
+    }
     // SAFETY: as above.
     let tail = unsafe {
-        if recovery {
-            let (mut log, tail) = read_whole_log(&fork);
-            loader.replay(&mut log);
-            tail
-        } else {
-            let mut log = Assembler::default();
-            let mut walk = ChainWalk::new(&fork);
-            while walk.next(|bytes| log.feed(bytes)) && loader.replay(&mut log) {}
-            walk.last
+        let mut log = Assembler::default();
+        let mut walk = ChainWalk::new(&fork);
+        while walk.next(|bytes| log.feed(bytes)) && loader.replay(&mut log) {}
+        if loader.stopped.is_some() {
+            // (on a standby: the last block all the same, where a promoted
+            // standby's writers go on)
+            while walk.next(|_| {}) {}
         }
+        if recovery && !walk.same_generation() {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+                format!(
+                    "anker: the log of relation file {}/{}/{} was switched to a new image while it was loaded",
+                    rnode.spcNode, rnode.dbNode, rnode.relNode
+                )
+            );
+        }
+        walk.last
     };
     if loader.changes == 0 {
         corrupt(&rnode, "its log does not start with the table's creation");

@@ -126,7 +126,14 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // after it (a link to a page not yet written would hand it that page's
     // old bytes; a switch half done, a chain it never had).
     let mut held = Vec::with_capacity(4);
-    for (id, rnode, block, logged) in blocks(record) {
+    let blocks = blocks(record);
+    // A switch changes the chain a loading backend of a hot standby walks:
+    // it waits for a load in progress, and loads wait for it.
+    let _switch = match (kind(record), blocks.first()) {
+        (XLOG_ANKER_SWITCH, Some(&(_, rnode, _, _))) => Some(Switch::begin(&key_of(&rnode))),
+        _ => None,
+    };
+    for (id, rnode, block, logged) in blocks {
         file = Some(rnode);
         let is_meta = header.meta_pages & (1 << id) != 0;
         let op = page_op(record, is_meta, logged).unwrap_or_else(|e| unreadable(&rnode, lsn, e));
@@ -219,6 +226,31 @@ fn free_dropped_tables_now_and_then() {
             *last = Some(now);
             super::free_tables_without_file();
         }
+    }
+}
+
+/// A switch of a table's log that redo is applying (see
+/// `Directory::begin_switch`); over when dropped.
+struct Switch;
+
+impl Switch {
+    fn begin(key: &TableKey) -> Switch {
+        let (arena, dir) = (shmem::arena(), shmem::directory());
+        while let Err(t) = dir.begin_switch(arena, key) {
+            arena.count(anker_engine::stats::SWITCHES_AFTER_LOADS, 1);
+            while t.loading.load(Ordering::Acquire) == anker_engine::table::LOADING {
+                // SAFETY: a plain sleep; interrupts are honoured.
+                unsafe { pg_sys::pg_usleep(1000) };
+                pg_sys::check_for_interrupts!();
+            }
+        }
+        Switch
+    }
+}
+
+impl Drop for Switch {
+    fn drop(&mut self) {
+        shmem::directory().end_switch();
     }
 }
 
