@@ -662,6 +662,14 @@ impl Loader<'_> {
                 let Change::Create { columns } = change else {
                     corrupt(&self.rnode, "its log does not start with the table's creation")
                 };
+                // The table was made from the layout read before it was
+                // published; on a hot standby a switch may have come in
+                // between, whose image starts with columns added since.
+                for (spec, _) in columns.iter().skip(table.ncols()) {
+                    if let Err(e) = table.add_column(arena, *spec) {
+                        crate::error::out_of_memory(e);
+                    }
+                }
                 for (i, (_, st)) in columns.iter().enumerate() {
                     table.set_column_state(arena, i, *st);
                 }
