@@ -576,6 +576,9 @@ pub struct Table {
     /// [`LOADING`] while the boundary loads the table (0: loaded; it may
     /// use other values for failed loads).
     pub loading: AtomicU32,
+    /// Taken by the boundary's loader to end a load, and by redo to see
+    /// whether the table is loaded yet (on a hot standby).
+    pub load_lock: SpinLock,
     /// Bytes of the on-disk log after its image, of the image, and the
     /// rows (row ids) the image holds: the boundary compacts the log when
     /// it outgrows what an image of the table would take now.
@@ -658,6 +661,7 @@ impl Table {
             (*t).image_rows = AtomicU64::new(0);
             (*t).image_cycle = AtomicU64::new(0);
             (*t).loading = AtomicU32::new(0);
+            (*t).load_lock.init();
             (*t).prepared_xid = AtomicU32::new(0);
             (*t).prepared_drop = AtomicU32::new(0);
             (*t).snap_epoch = AtomicU32::new(1);

@@ -531,8 +531,9 @@ struct ChainWalk<'f> {
     pages: u32,
     /// The metapage's generation when the walk started.
     generation: u32,
-    /// The last block read.
+    /// The last block read, and where its log bytes ended then.
     last: u32,
+    last_end: usize,
 }
 
 impl<'f> ChainWalk<'f> {
@@ -542,7 +543,7 @@ impl<'f> ChainWalk<'f> {
         let nblocks = fork.nblocks();
         let (mbuf, meta) = fork.meta(pg_sys::BUFFER_LOCK_SHARE);
         pg_sys::UnlockReleaseBuffer(mbuf);
-        ChainWalk { fork, nblocks, block: meta.head, start: PAGE_HEADER, pages: 0, generation: meta.generation, last: INVALID }
+        ChainWalk { fork, nblocks, block: meta.head, start: PAGE_HEADER, pages: 0, generation: meta.generation, last: INVALID, last_end: 0 }
     }
 
     /// Hand the log bytes of the next page to `consume` (while the page is
@@ -573,9 +574,11 @@ impl<'f> ChainWalk<'f> {
             pg_sys::UnlockReleaseBuffer(buf);
             corrupt(&self.fork.rnode, &format!("its log is damaged: block {block} does not match its checksum"));
         }
-        consume(pages::log_bytes(p, self.start));
+        let bytes = pages::log_bytes(p, self.start);
+        consume(bytes);
         let (next, next_start) = pages::link_of(p);
         pg_sys::UnlockReleaseBuffer(buf);
+        self.last_end = self.start + bytes.len();
         self.last = self.block;
         self.pages += 1;
         (self.block, self.start) = (next, next_start);
@@ -588,6 +591,16 @@ impl<'f> ChainWalk<'f> {
         let (mbuf, meta) = self.fork.meta(pg_sys::BUFFER_LOCK_SHARE);
         pg_sys::UnlockReleaseBuffer(mbuf);
         meta.generation == self.generation
+    }
+
+    /// After the walk ended: go on from where it ended, with the bytes
+    /// added to its last page since and the pages linked after it (on a hot
+    /// standby redo appends while a backend loads).
+    fn resume(&mut self) {
+        if self.block == INVALID && self.last != INVALID {
+            (self.block, self.start) = (self.last, self.last_end);
+            self.pages -= 1; // (that page is read again)
+        }
     }
 
     /// Walk to the end: the last block.
@@ -723,10 +736,12 @@ impl Loader<'_> {
 /// recovery restores the fork page by page (PostgreSQL's rules: page LSNs,
 /// full-page images), and a table is read only from a fork that is
 /// consistent. On a hot standby redo goes on while a backend loads: the
-/// table is published (marked loading) before the fork is read, and redo
-/// writes a record's pages before it looks for the table in memory, so
-/// every change is either in what the loader reads or applied by redo
-/// after the load (docs/durability.md).
+/// table is published (marked loading) before the fork is read, redo
+/// writes a record's pages before it looks under the table's load lock
+/// whether the table is loaded, and the loader reads on until, under that
+/// lock, it finds nothing new and marks the table loaded; so every change is
+/// either in what the loader reads or applied by redo after the load
+/// (docs/durability.md).
 pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool) -> Option<&'static Table> {
     let arena = shmem::arena();
     let dir = shmem::directory();
@@ -794,53 +809,66 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
             unsafe { pg_sys::pg_usleep(100) };
         }
     }
+    let mut log = Assembler::default();
     // SAFETY: as above.
-    let tail = unsafe {
-        let mut log = Assembler::default();
-        let mut walk = ChainWalk::new(&fork);
-        while walk.next(|bytes| log.feed(bytes)) && loader.replay(&mut log) {}
-        if loader.stopped.is_some() {
-            // (on a standby: the last block all the same, where a promoted
-            // standby's writers go on)
-            while walk.next(|_| {}) {}
-        }
-        if recovery && !walk.same_generation() {
-            ereport!(
-                ERROR,
-                PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-                format!(
-                    "anker: the log of relation file {}/{}/{} was switched to a new image while it was loaded",
-                    rnode.spcNode, rnode.dbNode, rnode.relNode
-                )
-            );
-        }
-        walk.last
+    let mut walk = unsafe { ChainWalk::new(&fork) };
+    // SAFETY: as above.
+    let read_on = |walk: &mut ChainWalk, log: &mut Assembler, loader: &mut Loader| -> bool {
+        let mut read = false;
+        while unsafe { walk.next(|bytes| { read |= !bytes.is_empty(); log.feed(bytes) }) } && loader.replay(log) {}
+        read
     };
+    read_on(&mut walk, &mut log, &mut loader);
+    // On a hot standby redo does not wait for the load: it writes its
+    // records' pages and leaves a table being loaded to the loader. So the
+    // loader reads on from where its walk ended until a pass finds nothing
+    // new, and then once more under the table's load lock, which redo takes
+    // to see whether the table is loaded: a record redo wrote before the
+    // table counts as loaded is read here, a later one redo applies.
+    let load_lock = recovery.then(|| {
+        while loader.stopped.is_none() && {
+            walk.resume();
+            read_on(&mut walk, &mut log, &mut loader)
+        } {}
+        let g = table.load_lock.lock();
+        if loader.stopped.is_none() {
+            walk.resume();
+            read_on(&mut walk, &mut log, &mut loader);
+        }
+        g
+    });
     if loader.changes == 0 {
         corrupt(&rnode, "its log does not start with the table's creation");
     }
     let end = table.durable_seq.load(Ordering::Acquire);
     if let Some(why) = &loader.stopped {
-        // A consistent fork holds whole, consecutive entries: on a standby
-        // a load racing redo may end early (redo applies the rest); on a
-        // primary the file was damaged behind PostgreSQL's back, and the
-        // table is not loaded (its waiters get an error too). Asked again:
-        // the standby may have been promoted while the log was read.
-        // SAFETY: a flag read.
-        if !unsafe { pg_sys::RecoveryInProgress() } {
-            corrupt(&rnode, &format!("its log is damaged after change {end}: {why}"));
-        }
-        pgrx::log!("anker: the log of relation file {}/{}/{} ends after change {end} for now: {why}", rnode.spcNode, rnode.dbNode, rnode.relNode);
+        // A consistent fork holds whole, consecutive entries (on a hot
+        // standby too: a loader reads a record's pages all or none, and no
+        // switch while it reads): the file was damaged behind PostgreSQL's
+        // back, and the table is not loaded (its waiters get an error too).
+        corrupt(&rnode, &format!("its log is damaged after change {end}: {why}"));
+    }
+    // SAFETY: as above.
+    if recovery && !unsafe { walk.same_generation() } {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            format!(
+                "anker: the log of relation file {}/{}/{} was switched to a new image while it was loaded",
+                rnode.spcNode, rnode.dbNode, rnode.relNode
+            )
+        );
     }
     let log_len = loader.done;
     table.image_bytes.store(loader.image_end as u64, Ordering::Relaxed);
     table.image_rows.store(loader.image_rows, Ordering::Relaxed);
     table.log_bytes.store((log_len - loader.image_end) as u64, Ordering::Relaxed);
     table.log_permanent.store(permanent as u32, Ordering::Release);
-    table.log_tail.store(tail, Ordering::Release);
+    table.log_tail.store(walk.last, Ordering::Release);
     table.rebuild_free_rows(arena);
     guard.1 = true;
     table.loading.store(0, Ordering::Release);
+    drop(load_lock);
     settle_tentative_columns(table);
     let ms = started.elapsed().as_secs_f64() * 1e3;
     if log_len > 1 << 20 || ms > 100.0 {

@@ -254,22 +254,15 @@ impl Drop for Switch {
     }
 }
 
-/// The table of `key` if a backend of this hot standby has loaded it
-/// (waiting while one loads it: it read the fork after publishing the
-/// table, so afterwards the table has the changes our pages hold, or
-/// fewer).
-unsafe fn loaded_table(key: &TableKey) -> Option<&'static anker_engine::table::Table> {
+/// The table of `key` if a backend of this hot standby has loaded it. A
+/// table being loaded counts as not loaded: its loader reads on until, under
+/// the table's load lock, it finds nothing new, so the pages of every record
+/// redo wrote before it sees the table loaded are read by the loader.
+fn loaded_table(key: &TableKey) -> Option<&'static anker_engine::table::Table> {
     let t = shmem::directory().lookup(shmem::arena(), key)?;
-    loop {
-        match t.loading.load(Ordering::Acquire) {
-            0 => return Some(t),
-            super::LOAD_FAILED => return None,
-            _ => {
-                pg_sys::pg_usleep(1000);
-                pg_sys::check_for_interrupts!();
-            }
-        }
-    }
+    let _g = t.load_lock.lock();
+    // (once loaded, a table stays so)
+    (t.loading.load(Ordering::Acquire) == 0).then_some(t)
 }
 
 /// Apply the entries of one record to `t`, the table in memory, skipping
