@@ -307,7 +307,7 @@ pg_ctl_as -D "$SB" -m fast -w -t 120 restart -l "$SB.log"
 wait_ready "$SB_PORT"
 catch_up
 pause_replay
-q "UPDATE switched SET v = v + 1000 WHERE id % 2 = 0" >/dev/null
+q "UPDATE switched SET v = v + 1000 WHERE id % 20 = 0" >/dev/null
 q "CREATE TABLE replay_mark (a int)" >/dev/null
 target=$(q "SELECT pg_current_wal_lsn()")
 received "$target"
