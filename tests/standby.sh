@@ -121,6 +121,26 @@ qp "$SB_PORT" "EXPLAIN SELECT grp, count(*), sum(v) FROM t_anker GROUP BY grp" |
 qp "$SB_PORT" "SELECT bt_index_check('t_anker_pkey', true), bt_index_check('t_anker_grp', true)" >/dev/null \
     || fail "a standby index disagrees with its table"
 echo "ok: hot standby replays the run and answers like the primary ($(q "SELECT count(*) FROM t_anker") rows)"
+# synchronous_commit = remote_apply: a commit returns once the standby has
+# applied it, to its tables in memory too, so a read on the standby right
+# after sees the change (read-your-writes on a synchronous standby)
+q "ALTER SYSTEM SET synchronous_standby_names = '*'" >/dev/null && q "SELECT pg_reload_conf()" >/dev/null
+for _ in $(seq 1 100); do
+    [ "$(q "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'")" = 1 ] && break
+    sleep 0.1
+done
+[ "$(q "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'")" = 1 ] || fail "the standby did not become synchronous"
+q "INSERT INTO t_anker VALUES (-100, 1, 0, 'start')" >/dev/null
+for i in $(seq 1 20); do
+    cluster_psql -q -c "SET synchronous_commit = remote_apply" \
+        -c "UPDATE t_anker SET note = 'applied $i' WHERE id = -100; INSERT INTO t_anker VALUES (-100 - $i, 1, $i, 'remote apply')" >/dev/null
+    [ "$(qp "$SB_PORT" "SELECT note FROM t_anker WHERE id = -100")" = "applied $i" ] &&
+        [ "$(qp "$SB_PORT" "SELECT count(*) FROM t_anker WHERE id = -100 - $i")" = 1 ] ||
+        fail "with remote_apply, the standby did not see commit $i right after it returned"
+done
+q "DELETE FROM t_anker WHERE id <= -100" >/dev/null
+q "ALTER SYSTEM RESET synchronous_standby_names" >/dev/null && q "SELECT pg_reload_conf()" >/dev/null
+echo "ok: with synchronous_commit = remote_apply, each commit is in the standby's table when it returns (20 of 20)"
 # nobody writes or VACUUMs on a standby: redo prunes the versions in-place
 # updates leave, or its memory would grow with every update it replays
 q "CREATE TABLE churn (id int PRIMARY KEY, v int) USING anker; INSERT INTO churn SELECT g, 0 FROM generate_series(1, 2000) g" >/dev/null
