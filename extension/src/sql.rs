@@ -190,6 +190,8 @@ fn compact(
     // SAFETY: the relation is opened and closed here, with VACUUM's lock
     // (which keeps another compaction out).
     unsafe {
+        // (a standby's tables follow its primary's images: ERROR 25006)
+        pg_sys::PreventCommandDuringRecovery(c"anker.compact()".as_ptr());
         let lock = pg_sys::ShareUpdateExclusiveLock as pg_sys::LOCKMODE;
         let rel = open_anker(&relation, lock, "anker.compact");
         let table = crate::storage::table_of(rel);
