@@ -11,6 +11,9 @@
 # plus archived WAL to a recovery_target_xid restores the tables as they
 # were at that transaction, and pg_rewind takes the old primary, which went
 # on writing, back to that point as a standby of the recovered cluster.
+# Also: remote_apply reads its writes on the standby; dropped tables leave
+# the standby's memory; a standby's load streams the log, and redo passes a
+# loading table's changes without waiting (a switch waits for the load).
 # The primary has data checksums, and so every copy of it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -286,14 +289,11 @@ log_kb=$(( $(qp "$SB_PORT" "SELECT pg_relation_size('big_sb')") / 1024 ))
 q "DROP TABLE big_sb" >/dev/null
 echo "ok: on the standby, loading $log_kb kB of log took $((peak - base)) kB of the loading backend's private memory"
 
-# A switch redo meets while a standby backend loads the table waits until
-# the load is over (the loader walks the chain the switch replaces). The
-# table's log is long and its image short (rows updated many times), so
-# that loading the log takes longer than redoing the image: replay is
-# paused while the primary writes the image and then changes rows, the
-# standby restarted so that the table must be loaded, and replay resumed
-# once a backend is loading it. (A change before the image would stop redo
-# first: an append waits for the load too.)
+# Redo and a standby backend's load of a table: a table whose log is long
+# (two million changes, about 0.7 s to load) and whose image would be short
+# (20,000 rows); each case pauses replay while the primary writes, restarts
+# the standby so that the table must be loaded, and resumes replay once a
+# backend is loading it.
 q "CREATE TABLE switched (id int PRIMARY KEY, v int) USING anker WITH (autovacuum_enabled = off);
    INSERT INTO switched SELECT g, 0 FROM generate_series(1, 20000) g" >/dev/null
 for _ in $(seq 1 10); do
@@ -354,6 +354,9 @@ catch_up
 q "DROP TABLE replay_mark" >/dev/null
 echo "ok: redo replayed changes of a table a standby backend was loading without waiting for the load; the table then is the primary's"
 
+# A switch to a new image that redo meets while a backend loads the table
+# waits until the load is over (the loader walks the chain the switch
+# replaces).
 switched() { qp "$SB_PORT" "SELECT value FROM anker.counters() WHERE name = 'log_switches_after_standby_loads'"; }
 pg_ctl_as -D "$SB" -m fast -w -t 120 restart -l "$SB.log"
 wait_ready "$SB_PORT"
