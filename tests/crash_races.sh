@@ -27,14 +27,7 @@ CLUSTER_INITDB_ARGS=--data-checksums cluster_start "shared_preload_libraries = '
     "wal_compression = lz4" >/dev/null
 q() { cluster_psql -Atc "$1"; }
 fail() { echo "FAIL: $*"; cluster_log_tail 30; for f in "${W:-/nonexistent}"/*.out; do [ -f "$f" ] && { echo "== $f"; tail -n 5 "$f"; }; done; [ -n "$SB" ] && tail -n 20 "$SB.log" || true; exit 1; }
-pg_ctl_() { cluster_run "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 120 "$@" >/dev/null; }
-wait_ready() {
-    for _ in $(seq 1 120); do
-        q "SELECT 1" >/dev/null 2>&1 && return 0
-        sleep 1
-    done
-    fail "the server did not come back after the crash"
-}
+wait_ready() { cluster_wait_ready || fail "the server did not come back after the crash"; }
 CYCLES=${CRASH_RACES_CYCLES:-4}
 LONGEST=${CRASH_RACES_SECONDS:-6}
 q "CREATE EXTENSION anker; CREATE EXTENSION amcheck" >/dev/null
@@ -113,16 +106,11 @@ $(cluster_psql -c "TABLE t_anker EXCEPT ALL TABLE t_heap" -c "TABLE t_heap EXCEP
     done
 }
 crash() { # kind
-    local pm victim seen
+    local victim seen
     case $1 in
         postmaster)
-            pm=$(head -n 1 "$CLUSTER_DATA/postmaster.pid")
-            victim=$(pgrep -P "$pm" | tr '\n' ' ')
-            kill -9 "$pm"
-            [ -n "$victim" ] && kill -9 $victim 2>/dev/null || true
-            sleep 1
-            rm -f "$CLUSTER_DATA/postmaster.pid" "$CLUSTER_SOCK"/.s.PGSQL.*.lock
-            pg_ctl_ start ;;
+            cluster_kill_postmaster
+            cluster_pg_ctl start ;;
         backend) # the postmaster resets shared memory and recovers by itself
             for _ in $(seq 1 50); do
                 victim=$(q "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend'
@@ -138,10 +126,10 @@ crash() { # kind
             [ "$(grep -c "terminated by signal 9" "$CLUSTER_LOG" || true)" -gt "$seen" ] ||
                 fail "the postmaster did not notice the crash" ;;
         immediate)
-            pg_ctl_ stop -m immediate
-            pg_ctl_ start ;;
+            cluster_pg_ctl stop -m immediate
+            cluster_pg_ctl start ;;
         clean)
-            pg_ctl_ restart ;;
+            cluster_pg_ctl restart ;;
     esac
 }
 kinds=(postmaster backend immediate)

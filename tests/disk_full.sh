@@ -28,7 +28,6 @@ chown postgres "$MNT"
 cluster_start "shared_preload_libraries = 'anker'" "lc_messages = 'C'" "autovacuum = off" >/dev/null
 q() { cluster_psql -Atc "$1"; }
 fail() { echo "FAIL: $*"; cluster_log_tail 30; exit 1; }
-pg_ctl_() { cluster_run "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 120 "$@" >/dev/null; }
 
 cluster_psql <<SQL
 CREATE EXTENSION anker;
@@ -83,13 +82,13 @@ mount -o remount,size=64m "$MNT"
 # (no VACUUM here: an image of the table would replace the log the failures wrote)
 [ "$(q "SELECT work(20001, 22000)")" = 0 ] || fail "writes fail with room on the disk"
 check_twins "after the disk grew"
-pg_ctl_ restart -m fast
+cluster_pg_ctl restart -m fast
 check_twins "after a clean restart"
 q "SELECT work(22001, 23000)" >/dev/null
-pg_ctl_ stop -m immediate
-pg_ctl_ start
+cluster_pg_ctl stop -m immediate
+cluster_pg_ctl start
 check_twins "after an immediate shutdown"
 q "VACUUM t_anker" >/dev/null
-pg_ctl_ restart -m fast
+cluster_pg_ctl restart -m fast
 check_twins "after VACUUM and a restart"
 echo "disk full: all checks passed"

@@ -21,14 +21,7 @@ cluster_start "shared_preload_libraries = 'anker'" "anker.memory_limit = '1GB'" 
 q() { cluster_psql -Atc "$1"; }
 fail() { echo "FAIL: $*"; cluster_log_tail 30; exit 1; }
 
-pg_ctl_() { cluster_run "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 120 "$@" >/dev/null; }
-wait_ready() {
-    for _ in $(seq 1 120); do
-        q "SELECT 1" >/dev/null 2>&1 && return 0
-        sleep 1
-    done
-    fail "server did not come back"
-}
+wait_ready() { cluster_wait_ready || fail "server did not come back"; }
 
 cluster_psql -c "CREATE EXTENSION anker" -c "CREATE EXTENSION amcheck" >/dev/null
 for am in anker heap; do
@@ -116,7 +109,7 @@ run_workload() { # seconds
 run_workload 5
 aborted_then_updated 10
 check_twins "before any restart"
-pg_ctl_ restart
+cluster_pg_ctl restart
 wait_ready
 check_twins "after a clean restart"
 [ "$(q "SELECT count(*) FROM u_anker")" = 500 ] || fail "unlogged table lost rows in a clean restart"
@@ -140,7 +133,7 @@ q "CREATE TABLE churn_anker (id int PRIMARY KEY, v int) USING anker" >/dev/null
 q "INSERT INTO churn_anker SELECT g, 0 FROM generate_series(1, 500) g" >/dev/null
 for i in $(seq 1 30); do q "UPDATE churn_anker SET v = v + 1" >/dev/null; done
 churn_bytes() { q "SELECT bytes FROM anker.table_storage() WHERE relfilenode = pg_relation_filenode('$1')"; }
-pg_ctl_ restart
+cluster_pg_ctl restart
 wait_ready
 [ "$(q "SELECT sum(v) FROM churn_anker")" = 15000 ] || fail "updated rows came back wrong"
 q "CREATE TABLE churn_copy USING anker AS SELECT * FROM churn_anker" >/dev/null
@@ -156,19 +149,15 @@ cluster_psql -Atc "SELECT pg_sleep(0.6) /* loader */" -c "SELECT count(*) FROM b
 loader=$!
 sleep 0.3
 pid=$(q "SELECT pid FROM pg_stat_activity WHERE query LIKE '%/* loader */%' AND pid <> pg_backend_pid()")
-rss_anon() { awk '/RssAnon/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0; }
-base=$(rss_anon); peak=$base
-[ -n "$pid" ] && [ "$base" -gt 0 ] || fail "the loading backend was not found"
-while kill -0 "$pid" 2>/dev/null; do
-    a=$(rss_anon); [ "${a:-0}" -gt "$peak" ] && peak=$a
-    sleep 0.01
-done
+[ -n "$pid" ] || fail "the loading backend was not found"
+growth=$(cluster_peak_anon_growth "$pid")
+[ -n "$growth" ] || fail "the loading backend was not found"
 wait "$loader" || fail "loading a large table failed"
 [ "$(tail -n 1 "$WORK/load.out")" = 1000000 ] || fail "a large table lost rows in a clean restart"
 log_kb=$(( $(q "SELECT pg_relation_size('big_anker')") / 1024 ))
-[ $((peak - base)) -lt $((log_kb / 4)) ] ||
-    fail "loading a table with $log_kb kB of log took $((peak - base)) kB of the backend's memory"
-echo "ok: loading $log_kb kB of log took $((peak - base)) kB of the loading backend's private memory"
+[ "$growth" -lt $((log_kb / 4)) ] ||
+    fail "loading a table with $log_kb kB of log took $growth kB of the backend's memory"
+echo "ok: loading $log_kb kB of log took $growth kB of the loading backend's private memory"
 [ "$(q "SELECT string_agg(id || ':' || length(v) || ':' || md5(v), ',' ORDER BY id) FROM huge_anker")" = "$huge" ] ||
     fail "a value logged in pieces came back different"
 progress=$(cluster_log_tail 100 | grep -E "anker: loading relation file [0-9/]+, elapsed time: [0-9.]+ s, [0-9]+ kB of log replayed \(the file has [0-9]+ kB\), [0-9]+ rows from [0-9]+ changes so far" | tail -1) ||
@@ -220,8 +209,8 @@ q "VACUUM FULL t_heap" >/dev/null
 run_workload 3
 side_before=$(q "SELECT md5(string_agg(ctid::text || a || b, ',' ORDER BY a)) FROM side")
 check_twins "after DDL and more work, before an immediate shutdown"
-pg_ctl_ -m immediate stop
-pg_ctl_ start
+cluster_pg_ctl -m immediate stop
+cluster_pg_ctl start
 wait_ready
 check_twins "after an immediate shutdown"
 [ "$(q "SELECT md5(string_agg(ctid::text || a || b, ',' ORDER BY a)) FROM side")" = "$side_before" ] \
@@ -244,14 +233,9 @@ echo "ok: ALTER TABLE SET UNLOGGED and SET LOGGED: the logged table whole after 
 run_workload 30 &
 bench=$!
 sleep 6
-pm=$(head -n 1 "$CLUSTER_DATA/postmaster.pid")
-children=$(pgrep -P "$pm" || true)
-kill -9 "$pm"
-[ -n "$children" ] && kill -9 $children 2>/dev/null || true
+cluster_kill_postmaster
 wait "$bench" || true
-sleep 1
-rm -f "$CLUSTER_DATA/postmaster.pid" "$CLUSTER_SOCK"/.s.PGSQL.*.lock
-pg_ctl_ start
+cluster_pg_ctl start
 wait_ready
 check_twins "after kill -9 of the postmaster during pgbench"
 
@@ -360,14 +344,14 @@ CREATE TABLE dmg (a int, b text) USING anker;
 INSERT INTO dmg SELECT g, repeat('d', 40) FROM generate_series(1, 2000) g;
 SQL
 file="$CLUSTER_DATA/$(q "SELECT pg_relation_filepath('dmg')")"
-pg_ctl_ stop -m fast
+cluster_pg_ctl stop -m fast
 # a byte in the middle of the log's second page (inside an entry), every bit flipped (writing
 # a fixed value changed nothing when the byte already had it)
 at=$((2 * 8192 + 4000))
 byte=$(od -An -tu1 -j "$at" -N1 "$file" | tr -d ' ')
 printf "\\$(printf '%03o' $((byte ^ 255)))" | dd of="$file" bs=1 seek="$at" conv=notrunc status=none
 [ "$(od -An -tu1 -j "$at" -N1 "$file" | tr -d ' ')" = $((byte ^ 255)) ] || fail "the damage was not written"
-pg_ctl_ start
+cluster_pg_ctl start
 wait_ready
 err=$(cluster_psql -Atc "SELECT count(*) FROM dmg" 2>&1 || true)
 echo "$err" | grep -q "cannot load relation file .*: its log is damaged: block 2 does not match its checksum" || fail "a damaged log was not refused: $err"

@@ -18,13 +18,7 @@ cluster_start "shared_preload_libraries = 'anker'" "anker.memory_limit = '1GB'" 
 
 q() { local db=$1; shift; cluster_psql -d "$db" -Atc "$1"; }
 fail() { echo "FAIL: $*"; cluster_log_tail 30; exit 1; }
-wait_ready() {
-    for _ in $(seq 1 120); do
-        q postgres "SELECT 1" >/dev/null 2>&1 && return 0
-        sleep 1
-    done
-    fail "the server did not come back"
-}
+wait_ready() { cluster_wait_ready || fail "the server did not come back"; }
 
 for db in pub sub; do
     q postgres "CREATE DATABASE $db" >/dev/null
@@ -131,7 +125,7 @@ sleep 10
 kill -9 "$(head -n1 "$CLUSTER_DATA/postmaster.pid")"
 wait "$BENCH" || true
 for _ in $(seq 1 60); do pgrep -u postgres -x postgres >/dev/null || break; sleep 0.5; done
-_cluster_as_owner "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 120 start >/dev/null
+cluster_pg_ctl start
 wait_ready
 bench 10
 grep -q "number of failed transactions: 0" "$WORK/pgbench.log" || { cat "$WORK/pgbench.log"; fail "pgbench after the crash"; }

@@ -38,13 +38,7 @@ pg_ctl_as() { runuser -u postgres -- "$PG_BINDIR/pg_ctl" "$@" >/dev/null; }
 # psql on another cluster of this directory (same socket directory, own port)
 qp() { cluster_psql_port "$1" -Atc "$2"; }
 catch_up() { cluster_catch_up "$SB_PORT" || fail "the standby did not catch up"; }
-wait_ready() { # port
-    for _ in $(seq 1 120); do
-        qp "$1" "SELECT 1" >/dev/null 2>&1 && return 0
-        sleep 1
-    done
-    fail "server on port $1 did not come up"
-}
+wait_ready() { cluster_wait_ready "$1" || fail "server on port $1 did not come up"; }
 
 cluster_psql -c "CREATE EXTENSION anker" -c "CREATE EXTENSION amcheck" >/dev/null
 for am in anker heap; do
@@ -274,20 +268,16 @@ cluster_psql_port "$SB_PORT" -Atc "SELECT pg_sleep(0.6) /* loader */" -c "SELECT
 loader=$!
 sleep 0.3
 pid=$(qp "$SB_PORT" "SELECT pid FROM pg_stat_activity WHERE query LIKE '%/* loader */%' AND pid <> pg_backend_pid()")
-rss_anon() { awk '/RssAnon/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0; }
-base=$(rss_anon); peak=$base
-[ -n "$pid" ] && [ "$base" -gt 0 ] || fail "the standby's loading backend was not found"
-while kill -0 "$pid" 2>/dev/null; do
-    a=$(rss_anon); [ "${a:-0}" -gt "$peak" ] && peak=$a
-    sleep 0.01
-done
+[ -n "$pid" ] || fail "the standby's loading backend was not found"
+growth=$(cluster_peak_anon_growth "$pid")
+[ -n "$growth" ] || fail "the standby's loading backend was not found"
 wait "$loader" || fail "loading a large table on the standby failed"
 [ "$(tail -n 1 "$WORK/sb_load.out")" = 400000 ] || fail "the standby's load of a large table lost rows"
 log_kb=$(( $(qp "$SB_PORT" "SELECT pg_relation_size('big_sb')") / 1024 ))
-[ $((peak - base)) -lt $((log_kb / 4)) ] ||
-    fail "loading a table with $log_kb kB of log took $((peak - base)) kB of the standby backend's memory"
+[ "$growth" -lt $((log_kb / 4)) ] ||
+    fail "loading a table with $log_kb kB of log took $growth kB of the standby backend's memory"
 q "DROP TABLE big_sb" >/dev/null
-echo "ok: on the standby, loading $log_kb kB of log took $((peak - base)) kB of the loading backend's private memory"
+echo "ok: on the standby, loading $log_kb kB of log took $growth kB of the loading backend's private memory"
 
 # Redo and a standby backend's load of a table: a table whose log is long
 # (two million changes, about 0.7 s to load) and whose image would be short

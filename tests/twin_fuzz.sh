@@ -19,7 +19,6 @@ trap cluster_cleanup EXIT
 cluster_start "shared_preload_libraries = 'anker'" "lc_messages = 'C'" "max_prepared_transactions = 4" >/dev/null
 q() { cluster_psql -Atc "$1"; }
 fail() { echo "FAIL: $*"; cluster_log_tail 30; [ -n "$SB" ] && tail -n 20 "$SB.log" || true; exit 1; }
-pg_ctl_() { cluster_run "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 120 "$@" >/dev/null; }
 q "CREATE EXTENSION anker; CREATE EXTENSION amcheck" >/dev/null
 W=$(cluster_workdir)
 
@@ -64,12 +63,8 @@ for seed in ${TWIN_FUZZ_SEEDS:-1 2 3 4 5 6}; do
     [ "$(state standby)" = "$before" ] || fail "seed $seed: the standby has $(state standby), the primary $before"
     qs -c "SELECT bt_index_check('fa_pkey', true), bt_index_check('fa_k', true)" >/dev/null \
         || fail "seed $seed: an index of the standby disagrees with its table"
-    pm=$(head -n 1 "$CLUSTER_DATA/postmaster.pid")
-    children=$(pgrep -P "$pm" || true)
-    kill -9 "$pm" $children 2>/dev/null || true
-    while kill -0 "$pm" $children 2>/dev/null; do sleep 0.2; done
-    rm -f "$CLUSTER_DATA/postmaster.pid" "$CLUSTER_SOCK/.s.PGSQL.$CLUSTER_PORT.lock"
-    pg_ctl_ start
+    cluster_kill_postmaster
+    cluster_pg_ctl start
     after=$(state)
     check "$seed" "after kill -9 of the postmaster" "$after"
     [ "$after" = "$before" ] || fail "seed $seed: the kill -9 changed the tables ($before, then $after)"

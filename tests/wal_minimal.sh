@@ -19,14 +19,7 @@ CLUSTER_INITDB_ARGS=--data-checksums cluster_start "shared_preload_libraries = '
     "wal_level = minimal" "max_wal_senders = 0" "wal_skip_threshold = '256kB'" "checkpoint_timeout = 30min" >/dev/null
 q() { cluster_psql -Atc "$1"; }
 fail() { echo "FAIL: $*"; cluster_log_tail 30; exit 1; }
-pg_ctl_() { cluster_run "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 120 "$@" >/dev/null; }
-wait_ready() {
-    for _ in $(seq 1 120); do
-        q "SELECT 1" >/dev/null 2>&1 && return 0
-        sleep 1
-    done
-    fail "server did not come back"
-}
+wait_ready() { cluster_wait_ready || fail "server did not come back"; }
 [ "$(q "SHOW wal_level")" = minimal ] || fail "wal_level is not minimal"
 [ "$(q "SHOW data_checksums")" = on ] || fail "data checksums are off"
 q "CREATE EXTENSION anker; CREATE EXTENSION amcheck" >/dev/null
@@ -98,17 +91,12 @@ check() { # when
 check "before the crash"
 echo "ok: bulk loads under wal_level = minimal, before a crash: twins identical"
 
-pm=$(head -n1 "$CLUSTER_DATA/postmaster.pid")
-children=$(pgrep -P "$pm" || true)
-kill -9 "$pm"
-[ -n "$children" ] && kill -9 $children 2>/dev/null || true
-sleep 1
-rm -f "$CLUSTER_DATA/postmaster.pid" "$CLUSTER_SOCK"/.s.PGSQL.*.lock
-pg_ctl_ start
+cluster_kill_postmaster
+cluster_pg_ctl start
 wait_ready
 check "after kill -9 of the postmaster"
 echo "ok: after kill -9 of the postmaster and crash recovery: twins identical, indexes agree ($(q "SELECT count(*) FROM copied_anker") rows copied, $(q "SELECT count(*) FROM refilled_anker") refilled)"
-pg_ctl_ restart -m fast
+cluster_pg_ctl restart -m fast
 wait_ready
 check "after a clean restart"
 echo "ok: after a clean restart: twins identical"

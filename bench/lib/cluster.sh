@@ -35,6 +35,19 @@
 #       print a directory inside CLUSTER_DIR that is writable by the cluster owner (created once).
 #   cluster_log_tail [N]
 #       print the last N (default 40) lines of the server log.
+#   cluster_pg_ctl PG_CTL_ARGS ...
+#       pg_ctl on the cluster's data directory as its owner (its server log, waiting up to
+#       120 s), e.g. `cluster_pg_ctl restart`, `cluster_pg_ctl -m immediate stop`.
+#   cluster_wait_ready [PORT]
+#       wait (up to two minutes) until the server on PORT (default: the cluster's) answers a
+#       query; non-zero if it does not.
+#   cluster_kill_postmaster
+#       a crash of the whole server: kill -9 of the postmaster and its children, waiting until
+#       they are gone, then the pid and socket lock files removed so that `cluster_pg_ctl start`
+#       runs crash recovery.
+#   cluster_peak_anon_growth PID
+#       sample process PID's anonymous resident memory (RssAnon) every 10 ms until it exits;
+#       print its peak growth over the first sample in kB (nothing if PID is not running).
 #   cluster_stop
 #       fast shutdown (falls back to immediate after 60 s); a no-op if nothing is running.
 #   cluster_cleanup
@@ -169,6 +182,46 @@ cluster_workdir() {
 cluster_log_tail() {
     [ -n "${CLUSTER_LOG:-}" ] && [ -f "$CLUSTER_LOG" ] && tail -n "${1:-40}" "$CLUSTER_LOG"
     return 0
+}
+
+cluster_pg_ctl() {
+    cluster_run "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 120 "$@" >/dev/null
+}
+
+cluster_wait_ready() {
+    local port=${1:-$CLUSTER_PORT}
+    for _ in $(seq 1 120); do
+        cluster_psql_port "$port" -Atc "SELECT 1" >/dev/null 2>&1 && return 0
+        sleep 1
+    done
+    return 1
+}
+
+cluster_kill_postmaster() {
+    local pm children
+    pm=$(head -n 1 "$CLUSTER_DATA/postmaster.pid")
+    children=$(pgrep -P "$pm" | tr '\n' ' ' || true)
+    # shellcheck disable=SC2086 # one argument per child
+    kill -9 "$pm" $children 2>/dev/null || true
+    # shellcheck disable=SC2086
+    while kill -0 "$pm" $children 2>/dev/null; do sleep 0.1; done
+    rm -f "$CLUSTER_DATA/postmaster.pid" "$CLUSTER_SOCK/.s.PGSQL.$CLUSTER_PORT.lock"
+}
+
+# RssAnon of process $1 in kB (nothing once it has exited)
+_cluster_rss_anon() { awk '/RssAnon/ {print $2}' "/proc/$1/status" 2>/dev/null; }
+
+cluster_peak_anon_growth() {
+    local pid=$1 base peak a
+    base=$(_cluster_rss_anon "$pid")
+    [ -n "$base" ] || return 0
+    peak=$base
+    while kill -0 "$pid" 2>/dev/null; do
+        a=$(_cluster_rss_anon "$pid")
+        [ "${a:-0}" -gt "$peak" ] && peak=$a
+        sleep 0.01
+    done
+    echo $((peak - base))
 }
 
 cluster_stop() {
