@@ -826,10 +826,12 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     // to see whether the table is loaded: a record redo wrote before the
     // table counts as loaded is read here, a later one redo applies.
     let load_lock = recovery.then(|| {
-        while loader.stopped.is_none() && {
+        while loader.stopped.is_none() {
             walk.resume();
-            read_on(&mut walk, &mut log, &mut loader)
-        } {}
+            if !read_on(&mut walk, &mut log, &mut loader) {
+                break;
+            }
+        }
         let g = table.load_lock.lock();
         if loader.stopped.is_none() {
             walk.resume();
