@@ -6,7 +6,8 @@
 # image plus log (a heap twin is the oracle), VACUUM compacts by itself once
 # the log outgrows the image (autovacuum too, for a table updated only in
 # place, also when its first report was lost), an image is paced as VACUUM
-# is and can be cancelled, and pg_walinspect shows the image records.
+# is and can be cancelled, and pg_walinspect shows the image records (and
+# the recovery-conflict horizons VACUUM and images write).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/bench/lib/cluster.sh"
@@ -74,7 +75,12 @@ file=$(q "SELECT pg_relation_size('c_anker')")
 [ "$file" -le $(( image * 4 + 1048576 )) ] || fail "file of $file bytes for an image of $image bytes"
 echo "ok: file ${sizes[*]} bytes over the rounds; $file bytes for an image of $image bytes (heap twin: $(q "SELECT pg_relation_size('c_heap')") bytes)"
 kinds=$(q "SELECT string_agg(DISTINCT record_type, ',' ORDER BY record_type) FROM pg_get_wal_records_info('$start', pg_current_wal_flush_lsn()) WHERE resource_manager = 'anker'")
-[ "$kinds" = "APPEND,IMAGE,SWITCH" ] || fail "anker record kinds in the WAL: $kinds"
+# (HORIZON: VACUUM vacated rows and images left out pruned versions, which
+# a hot standby's queries may still need)
+[ "$kinds" = "APPEND,HORIZON,IMAGE,SWITCH" ] || fail "anker record kinds in the WAL: $kinds"
+q "SELECT description FROM pg_get_wal_records_info('$start', pg_current_wal_flush_lsn()) WHERE resource_manager = 'anker' AND record_type = 'HORIZON'" |
+    grep -Eq "^rel [0-9]+/[0-9]+/[0-9]+: conflicts with snapshots that may see xid [0-9]+ as running$" ||
+    fail "pg_walinspect describes no HORIZON record as expected"
 echo "ok: pg_walinspect shows anker records $kinds"
 
 # 2. a crash after compactions and more changes

@@ -11,7 +11,9 @@
 # plus archived WAL to a recovery_target_xid restores the tables as they
 # were at that transaction, and pg_rewind takes the old primary, which went
 # on writing, back to that point as a standby of the recovered cluster.
-# Also: remote_apply reads its writes on the standby; dropped tables leave
+# Also: remote_apply reads its writes on the standby; a standby query keeps
+# the rows VACUUM and images remove on the primary (replay waits, or
+# cancels it, as for heap); dropped tables leave
 # the standby's memory; a standby's load streams the log, and redo passes a
 # loading table's changes without waiting (a switch waits for the load).
 # The primary has data checksums, and so every copy of it.
@@ -179,6 +181,84 @@ wait "$reader" || fail "the standby's REPEATABLE READ reader failed"
 [ "$(qp "$SB_PORT" "SELECT sum(v) FROM churn")" = 240000 ] || fail "the standby missed updates of churn"
 q "DROP TABLE churn" >/dev/null
 echo "ok: a standby REPEATABLE READ transaction reads its versions while redo prunes others"
+
+# What the primary removes for good (VACUUM's dead rows, versions an image
+# leaves out) waits for the standby's queries that may still see it, as
+# heap's pruning does: redo resolves the recovery conflict first
+# (durable::horizon). A REPEATABLE READ transaction on the standby reads the
+# same rows before and after a DELETE and VACUUM on the primary, through a
+# snapshot scan and through the index, as heap's does; replay waits for it
+# (max_standby_streaming_delay, 30 s by default).
+rr_reader() { # table, then the file each query writes to gets .1, .2, .3
+    cat > "$seen.sql" <<SQL
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*), sum(id) FROM $1 \g $seen.1
+SELECT pg_sleep(${2:-4});
+SELECT count(*), sum(id) FROM $1 \g $seen.2
+SET anker.snapshot_min_rows = 1000000000;
+SET enable_seqscan = off;
+SELECT count(*) FROM $1 WHERE id BETWEEN 1 AND 200 \g $seen.3
+COMMIT;
+SQL
+    rm -f "$seen".[123]
+    runuser -u postgres -- "$PG_BINDIR/psql" -X -q -h "$CLUSTER_SOCK" -p "$SB_PORT" -U postgres -d postgres \
+        -v ON_ERROR_STOP=1 -At -f "$seen.sql" > "$seen.out" 2>&1 &
+    reader=$!
+    for _ in $(seq 1 50); do [ -s "$seen.1" ] && break; sleep 0.2; done
+    [ -s "$seen.1" ] || fail "the standby's reader of $1 did not start"
+}
+for am in anker heap; do
+    q "CREATE TABLE gone_$am (id int PRIMARY KEY, v int) USING $am; INSERT INTO gone_$am SELECT g, 0 FROM generate_series(1, 1000) g" >/dev/null
+done
+catch_up
+for am in anker heap; do
+    rr_reader "gone_$am"
+    q "DELETE FROM gone_$am WHERE id <= 100" >/dev/null
+    q "VACUUM gone_$am" >/dev/null
+    q "INSERT INTO gone_$am SELECT g, 1 FROM generate_series(2001, 2100) g" >/dev/null
+    wait "$reader" || fail "the standby's reader of gone_$am failed: $(cat "$seen.out")"
+    [ "$(cat "$seen.1")" = "1000|500500" ] && [ "$(cat "$seen.2")" = "1000|500500" ] && [ "$(cat "$seen.3")" = 200 ] ||
+        fail "$am: a standby REPEATABLE READ transaction saw $(cat "$seen.1"), then $(cat "$seen.2") and $(cat "$seen.3") by the index, across a VACUUM on the primary"
+done
+catch_up
+[ "$(qp "$SB_PORT" "SELECT count(*), sum(id) FROM gone_anker")" = "$(q "SELECT count(*), sum(id) FROM gone_heap")" ] ||
+    fail "the standby's gone_anker differs from the primary's gone_heap once replay went on"
+echo "ok: a standby REPEATABLE READ transaction keeps its rows across a DELETE and VACUUM on the primary (replay waits, as for heap)"
+# With a short max_standby_streaming_delay the query is cancelled instead,
+# with heap's error: after a VACUUM that vacates rows, and after an image
+# that leaves out versions pruning removed (two updates of every row, then
+# a VACUUM that prunes the first's versions; neither conflicts with
+# anything: pruning on the primary changes nothing on the standby).
+conflicts() { qp "$SB_PORT" "SELECT confl_snapshot FROM pg_stat_database_conflicts WHERE datname = 'postgres'"; }
+qp "$SB_PORT" "ALTER SYSTEM SET max_standby_streaming_delay = '100ms'" >/dev/null
+qp "$SB_PORT" "SELECT pg_reload_conf()" >/dev/null
+cancelled() { # what
+    wait "$reader" && fail "$1 did not cancel the standby's REPEATABLE READ reader"
+    grep -q "canceling statement due to conflict with recovery" "$seen.out" ||
+        fail "$1: the standby's reader failed otherwise: $(cat "$seen.out")"
+}
+before=$(conflicts)
+rr_reader gone_anker 8
+q "DELETE FROM gone_anker WHERE id <= 200" >/dev/null
+q "VACUUM gone_anker" >/dev/null
+cancelled "VACUUM on the primary"
+rr_reader gone_anker 8
+q "UPDATE gone_anker SET v = v + 1" >/dev/null
+q "UPDATE gone_anker SET v = v + 1" >/dev/null
+q "VACUUM gone_anker" >/dev/null
+catch_up
+kill -0 "$reader" 2>/dev/null || fail "updates on the primary cancelled the standby's reader: $(cat "$seen.out")"
+q "SELECT anker.compact('gone_anker')" >/dev/null
+cancelled "an image on the primary"
+after=$(conflicts)
+[ "$after" -ge $((before + 2)) ] || fail "pg_stat_database_conflicts counted $((after - before)) snapshot conflicts, not 2"
+qp "$SB_PORT" "ALTER SYSTEM RESET max_standby_streaming_delay" >/dev/null
+qp "$SB_PORT" "SELECT pg_reload_conf()" >/dev/null
+catch_up
+[ "$(qp "$SB_PORT" "SELECT count(*), sum(v) FROM gone_anker")" = "$(q "SELECT count(*), sum(v) FROM gone_anker")" ] ||
+    fail "the standby's gone_anker differs from the primary's after the cancellations"
+q "DROP TABLE gone_anker, gone_heap" >/dev/null
+echo "ok: with max_standby_streaming_delay = 100ms, VACUUM and an image on the primary cancel the standby's conflicting query ($((after - before)) snapshot conflicts)"
 
 # a table the standby loaded and the primary then drops is freed from the
 # standby's memory by redo within seconds (it looks every 10 s while anker

@@ -583,6 +583,13 @@ pub struct Table {
     /// rows (row ids) the image holds: the boundary compacts the log when
     /// it outgrows what an image of the table would take now.
     pub log_bytes: AtomicU64,
+    /// The newest updater whose committed update let pruning retire older
+    /// versions of a row ([`Table::note_removed`]; 0: none yet). An image
+    /// leaves out what was retired, so a hot standby's snapshots that may
+    /// see this xid as running must not read the table from that image.
+    /// (Written by pruning writers: beside `log_bytes`, which every writer
+    /// writes anyway, not beside fields only read, such as `snap_epoch`.)
+    removed_horizon: AtomicU32,
     pub image_bytes: AtomicU64,
     pub image_rows: AtomicU64,
     /// The boundary's mark of the checkpoint cycle its last image was
@@ -614,6 +621,12 @@ pub struct Table {
     /// Live snapshots of the table (a list through `Snapshot::next`).
     pub(crate) snap_lock: SpinLock,
     pub(crate) snapshots: AtomicU64,
+}
+
+/// Is normal xid `a` newer than normal xid `b`? (PostgreSQL's
+/// `TransactionIdFollows`: modulo 2^32, within 2^31 of each other.)
+pub(crate) fn xid_follows(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
 }
 
 fn write_fixed(dst: *mut u8, width: usize, src: &[u8]) {
@@ -665,6 +678,7 @@ impl Table {
             (*t).prepared_xid = AtomicU32::new(0);
             (*t).prepared_drop = AtomicU32::new(0);
             (*t).snap_epoch = AtomicU32::new(1);
+            (*t).removed_horizon = AtomicU32::new(0);
             (*t).retired = AtomicU64::new(NULL_OFF);
             (*t).retired_tail = AtomicU64::new(NULL_OFF);
             (*t).retired_len = AtomicU64::new(0);
@@ -1669,6 +1683,28 @@ impl Table {
         self.free_count.load(Ordering::Relaxed)
     }
 
+    /// Remember that versions superseded by `xid` (a committed updater or
+    /// deleter) were removed: the horizon only moves forward, in xid order
+    /// (modulo 2^32, as PostgreSQL compares normal xids). Special xids
+    /// (below 3) are ignored.
+    pub fn note_removed(&self, xid: u32) {
+        if xid < 3 {
+            return;
+        }
+        let mut cur = self.removed_horizon.load(Ordering::Acquire);
+        while cur == 0 || xid_follows(xid, cur) {
+            match self.removed_horizon.compare_exchange_weak(cur, xid, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// The newest xid [`note_removed`](Self::note_removed) was given (0: none).
+    pub fn removed_horizon(&self) -> u32 {
+        self.removed_horizon.load(Ordering::Acquire)
+    }
+
     /// Reclaim dead rows (VACUUM): free their blobs, mark them vacant and
     /// make them reusable. The caller guarantees no snapshot can see them
     /// and their index entries are gone.
@@ -2364,6 +2400,33 @@ mod tests {
         // a horizon that moved on: the short walk finds the cut near the head
         assert_eq!(prune(&mut walks, &|x| x <= 108), (38, 3));
         assert_eq!(t.chain_len(&a, 0), 2);
+    }
+
+    #[test]
+    fn pruning_notes_the_newest_updater_it_removed() {
+        let a = setup();
+        let t = row_with_chain(&a, [4, 4, 4, 4], 11..15);
+        assert_eq!(t.removed_horizon(), 0);
+        // nothing removed, nothing noted
+        assert_eq!(t.prune_chain(&a, 0, &|_| false), 0);
+        assert_eq!(t.removed_horizon(), 0);
+        // records superseded by 12 and 11 go: the newest of them is noted
+        assert_eq!(t.prune_chain(&a, 0, &|x| x <= 12), 2);
+        assert_eq!(t.removed_horizon(), 12);
+        assert_eq!(t.prune_chain(&a, 0, &|x| x <= 14), 2);
+        assert_eq!(t.removed_horizon(), 14);
+        // in xid order, modulo 2^32; never backwards; special xids ignored
+        t.note_removed(13);
+        assert_eq!(t.removed_horizon(), 14);
+        t.note_removed(1 << 31);
+        assert_eq!(t.removed_horizon(), 1 << 31);
+        t.note_removed(u32::MAX - 5);
+        assert_eq!(t.removed_horizon(), u32::MAX - 5);
+        t.note_removed(10);
+        assert_eq!(t.removed_horizon(), 10);
+        t.note_removed(u32::MAX - 10);
+        t.note_removed(2);
+        assert_eq!(t.removed_horizon(), 10);
     }
 
     #[test]

@@ -397,6 +397,21 @@ impl Table {
             unlatch();
             return Some(0);
         }
+        // Noted before the cut, under the latch, so that a snapshot that
+        // misses the records knows it. (Updaters hold the row in turn, but
+        // xids are taken earlier: the newest record's updater need not be
+        // the newest xid.)
+        let mut newest = 0u32;
+        let mut r = cur;
+        while r != NULL_OFF {
+            // SAFETY: linked records are allocated.
+            let rec = unsafe { arena.get::<UndoRec>(r) };
+            if rec.superseded_by >= 3 && (newest == 0 || crate::table::xid_follows(rec.superseded_by, newest)) {
+                newest = rec.superseded_by;
+            }
+            r = rec.next.load(Ordering::Relaxed);
+        }
+        self.note_removed(newest);
         link.store(NULL_OFF, Ordering::Release);
         // A row left with neither chain nor successor drops HAS_LINKS: it
         // reads like a row never updated, and its block can be summarised

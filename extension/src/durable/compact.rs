@@ -135,6 +135,8 @@ pub fn compact(rel: pg_sys::Relation, table: &Table) -> Option<Compacted> {
         let columns = table.columns(arena);
         let cols: Vec<usize> = (0..columns.len()).collect();
         let snap = table.create_snapshot(arena, &cols, Method::Cow, 0);
+        // the versions pruning retired before the snapshot, which the image leaves out
+        let removed_horizon = table.removed_horizon();
         pg_sys::UnlockReleaseBuffer(tail);
         let snap = match snap {
             Ok(s) => s,
@@ -196,7 +198,10 @@ pub fn compact(rel: pg_sys::Relation, table: &Table) -> Option<Compacted> {
         let rows = table.snapshot(arena, snap).nrows;
         drop(release);
 
-        // 3. the switch
+        // 3. the switch, after which a hot standby loads the table from
+        // the image: its queries that may need what the image left out
+        // are done first (a table without WAL writes nothing)
+        super::horizon::log(rel, removed_horizon);
         let tail = lock_tail(fork, table);
         let (mbuf, meta) = fork.meta(pg_sys::BUFFER_LOCK_EXCLUSIVE);
         // the old chain up to where the log goes on after the image

@@ -17,6 +17,7 @@
 //! all carry the number of the last change it includes.
 
 pub mod compact;
+pub mod horizon;
 pub mod logical;
 mod pages;
 pub mod redo;

@@ -4,7 +4,8 @@
 //! descriptions for `pg_waldump` and `pg_walinspect`. Every record is a list
 //! of page operations that `pages::apply` executes. A fourth kind, ROW,
 //! exists for logical decoding only (`logical.rs`, also our `rm_decode`):
-//! redo has nothing to do for it.
+//! redo has nothing to do for it. A fifth, HORIZON, touches no page: on a
+//! hot standby it resolves recovery conflicts (`horizon.rs`).
 //!
 //! Redo runs in the startup process, which inherits the arena, without
 //! catalog access: a record names its relation file through its block
@@ -17,6 +18,7 @@
 //! standby, tables its backends have loaded also get the changes, by
 //! sequence number (a table loaded meanwhile skips those it has).
 
+use super::horizon::{self, XLOG_ANKER_HORIZON};
 use super::logical::{self, XLOG_ANKER_ROW};
 use super::pages::{self, RecordHeader, XLOG_ANKER_APPEND, XLOG_ANKER_IMAGE, XLOG_ANKER_SWITCH, XLOG_ANKER_XID_LEFT_OUT};
 use super::RMGR_ID;
@@ -111,8 +113,10 @@ fn page_op<'d>(record: *mut pg_sys::XLogReaderState, is_meta: bool, logged: &'d 
 #[pg_guard]
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     free_dropped_tables_now_and_then();
-    if kind(record) == XLOG_ANKER_ROW {
-        return;
+    match kind(record) {
+        XLOG_ANKER_ROW => return,
+        XLOG_ANKER_HORIZON => return horizon::redo(record),
+        _ => {}
     }
     let lsn = (*record).EndRecPtr;
     let header = record_header(record);
@@ -354,8 +358,13 @@ unsafe extern "C-unwind" fn cleanup() {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::XLogReaderState) {
-    if kind(record) == XLOG_ANKER_ROW {
-        let c = std::ffi::CString::new(logical::describe(record)).unwrap_or_default();
+    let described = match kind(record) {
+        XLOG_ANKER_ROW => Some(logical::describe(record)),
+        XLOG_ANKER_HORIZON => Some(horizon::describe(record)),
+        _ => None,
+    };
+    if let Some(text) = described {
+        let c = std::ffi::CString::new(text).unwrap_or_default();
         pg_sys::appendStringInfoString(buf, c.as_ptr());
         return;
     }
@@ -429,6 +438,7 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const std::ffi::c_char {
         XLOG_ANKER_IMAGE => c"IMAGE".as_ptr(),
         XLOG_ANKER_SWITCH => c"SWITCH".as_ptr(),
         XLOG_ANKER_ROW => c"ROW".as_ptr(),
+        XLOG_ANKER_HORIZON => c"HORIZON".as_ptr(),
         _ => std::ptr::null(),
     }
 }

@@ -126,6 +126,11 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
     // Versions some snapshot still needs: dead tuples for the statistics
     // (as heap's recently dead HOT tuples), so autovacuum comes back for them.
     let mut records_kept = 0f64;
+    // What a hot standby's snapshots must have finished with before redo
+    // goes on (durable::horizon): the newest deleter of a row vacated; a
+    // creator frozen.
+    let mut vacate_horizon = 0u32;
+    let mut freeze_horizon_logged = false;
     for row in 0..nrows {
         if row % 4096 == 0 {
             pg_sys::vacuum_delay_point();
@@ -164,6 +169,12 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         }
         match f {
             Fate::Dead => {
+                if h.xmax >= FIRST_NORMAL_XID
+                    && h.flags & flag::XMAX_LOCK_ONLY == 0
+                    && (vacate_horizon == 0 || precedes(vacate_horizon, h.xmax))
+                {
+                    vacate_horizon = h.xmax;
+                }
                 dead.push(row);
                 continue;
             }
@@ -173,6 +184,10 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         let mut change = RowChange::default();
         let mut changed = false;
         if f == Fate::Live && h.xmin >= FIRST_NORMAL_XID && precedes(h.xmin, freeze_limit) {
+            if !freeze_horizon_logged {
+                crate::durable::horizon::log(rel, crate::durable::horizon::before(freeze_limit));
+                freeze_horizon_logged = true;
+            }
             change.xmin = Some(FROZEN_XID);
             change.set_flags |= flag::XMIN_COMMITTED;
             changed = true;
@@ -226,6 +241,8 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         strategy: bstrategy,
     };
     if !dead.is_empty() {
+        // before the index entries go: a standby's index scans lose them too
+        crate::durable::horizon::log(rel, vacate_horizon);
         for (i, &ind) in indexes.iter().enumerate() {
             let mut ivinfo = info(ind);
             stats[i] = pg_sys::index_bulk_delete(&mut ivinfo, stats[i], Some(tid_is_dead), &dead as *const Vec<u64> as *mut _);
