@@ -9,6 +9,7 @@
 # a prepared transaction survives a crash and commits after it; rows that
 # aborted in-place updates left behind survive rewrites and index builds; unlogged
 # tables come back empty after a crash and whole after a clean restart;
+# databases copied from a template and tablespace moves survive a crash;
 # temporary tables write no WAL; pg_dump and pg_restore round-trip.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -172,7 +173,7 @@ echo "ok: loading progress in the server log (${progress##*LOG:  })"
 # rewrites, ADD COLUMN with a default, VACUUM (vacated row ids), VACUUM
 # FULL, TRUNCATE, and a table created, filled and dropped (its records are
 # redone onto a file that is dropped later in the WAL), SET UNLOGGED and
-# SET LOGGED
+# SET LOGGED, CREATE DATABASE from a template, SET TABLESPACE
 q "CHECKPOINT" >/dev/null
 aborted_then_updated 11
 run_workload 5
@@ -204,6 +205,37 @@ ALTER TABLE unlogged_later SET UNLOGGED;
 INSERT INTO unlogged_later VALUES (5000, 'unlogged');
 SQL
 relogged_before=$(q "SELECT md5(string_agg(r::text, ',' ORDER BY id)) FROM relogged r")
+# databases copied from a template that holds an anker table, by both of
+# CREATE DATABASE's strategies (WAL_LOG copies the file's pages through WAL,
+# FILE_COPY copies the files), one moved to another tablespace, and a table
+# moved there; each copy then changed on its own
+qd() { cluster_psql -d "$1" -Atc "$2"; }
+TS=$(cluster_workdir)/ts
+mkdir -p "$TS" && chown postgres "$TS"
+q "CREATE TABLESPACE ts LOCATION '$TS'" >/dev/null
+q "CREATE DATABASE tmpl" >/dev/null
+qd tmpl "CREATE EXTENSION anker; CREATE EXTENSION amcheck;
+    CREATE TABLE c (id int PRIMARY KEY, v text) USING anker;
+    INSERT INTO c SELECT g, 'v' || g FROM generate_series(1, 20000) g;
+    UPDATE c SET v = v || '!' WHERE id % 3 = 0; DELETE FROM c WHERE id % 7 = 0" >/dev/null
+q "CREATE DATABASE copy_wal TEMPLATE tmpl STRATEGY wal_log" >/dev/null
+q "CREATE DATABASE copy_file TEMPLATE tmpl STRATEGY file_copy" >/dev/null
+q "CREATE DATABASE moved TEMPLATE tmpl" >/dev/null
+q "ALTER DATABASE moved SET TABLESPACE ts" >/dev/null
+for d in copy_wal copy_file moved; do
+    qd "$d" "UPDATE c SET v = v || '$d' WHERE id % 5 = 0; INSERT INTO c VALUES (100001, '$d')" >/dev/null
+done
+qd tmpl "ALTER TABLE c SET TABLESPACE ts" >/dev/null
+qd tmpl "UPDATE c SET v = v || '+' WHERE id % 2 = 0" >/dev/null
+copies() {
+    local d
+    for d in tmpl copy_wal copy_file moved; do
+        qd "$d" "SELECT '$d', count(*), md5(string_agg(id || v, ',' ORDER BY id)) FROM c"
+        qd "$d" "SELECT bt_index_check('c_pkey', true)" >/dev/null || fail "the index of $d's copy disagrees with its table"
+    done
+}
+copies_before=$(copies)
+[ "$(echo "$copies_before" | cut -d'|' -f3 | sort -u | wc -l)" = 4 ] || fail "the copies are not each changed on their own: $copies_before"
 q "VACUUM FULL t_anker" >/dev/null
 q "VACUUM FULL t_heap" >/dev/null
 run_workload 3
@@ -228,6 +260,10 @@ q "SELECT bt_index_check('relogged_pkey', true), bt_index_check('unlogged_later_
     || fail "an index of a table whose persistence changed disagrees after recovery"
 q "DROP TABLE relogged, unlogged_later" >/dev/null
 echo "ok: ALTER TABLE SET UNLOGGED and SET LOGGED: the logged table whole after a crash, the unlogged one empty"
+[ "$(copies)" = "$copies_before" ] || fail "databases copied from a template or moved changed in crash recovery: $(copies)"
+for d in copy_wal copy_file moved tmpl; do q "DROP DATABASE $d" >/dev/null; done
+q "DROP TABLESPACE ts" >/dev/null
+echo "ok: databases copied from a template (WAL_LOG and FILE_COPY) or moved to another tablespace, and a table moved there, whole after a crash"
 
 # 3. kill -9 of the postmaster while pgbench runs
 run_workload 30 &
