@@ -225,7 +225,9 @@ catch_up
     fail "the standby's gone_anker differs from the primary's gone_heap once replay went on"
 echo "ok: a standby REPEATABLE READ transaction keeps its rows across a DELETE and VACUUM on the primary (replay waits, as for heap)"
 # With a short max_standby_streaming_delay the query is cancelled instead,
-# with heap's error: after a VACUUM that vacates rows, and after an image
+# with heap's error: after a VACUUM that vacates rows, after a VACUUM
+# (FREEZE) that freezes a row inserted after the query's snapshot (frozen,
+# it would look visible to it), and after an image
 # that leaves out versions pruning removed (two updates of every row, then
 # a VACUUM that prunes the first's versions; neither conflicts with
 # anything: pruning on the primary changes nothing on the standby).
@@ -250,15 +252,19 @@ catch_up
 kill -0 "$reader" 2>/dev/null || fail "updates on the primary cancelled the standby's reader: $(cat "$seen.out")"
 q "SELECT anker.compact('gone_anker')" >/dev/null
 cancelled "an image on the primary"
+rr_reader gone_anker 8
+q "INSERT INTO gone_anker VALUES (5000, 0)" >/dev/null
+q "VACUUM (FREEZE) gone_anker" >/dev/null
+cancelled "VACUUM (FREEZE) on the primary"
 after=$(conflicts)
-[ "$after" -ge $((before + 2)) ] || fail "pg_stat_database_conflicts counted $((after - before)) snapshot conflicts, not 2"
+[ "$after" -ge $((before + 3)) ] || fail "pg_stat_database_conflicts counted $((after - before)) snapshot conflicts, not 3"
 qp "$SB_PORT" "ALTER SYSTEM RESET max_standby_streaming_delay" >/dev/null
 qp "$SB_PORT" "SELECT pg_reload_conf()" >/dev/null
 catch_up
 [ "$(qp "$SB_PORT" "SELECT count(*), sum(v) FROM gone_anker")" = "$(q "SELECT count(*), sum(v) FROM gone_anker")" ] ||
     fail "the standby's gone_anker differs from the primary's after the cancellations"
 q "DROP TABLE gone_anker, gone_heap" >/dev/null
-echo "ok: with max_standby_streaming_delay = 100ms, VACUUM and an image on the primary cancel the standby's conflicting query ($((after - before)) snapshot conflicts)"
+echo "ok: with max_standby_streaming_delay = 100ms, VACUUM, an image and VACUUM (FREEZE) on the primary cancel the standby's conflicting query ($((after - before)) snapshot conflicts)"
 
 # a table the standby loaded and the primary then drops is freed from the
 # standby's memory by redo within seconds (it looks every 10 s while anker
