@@ -30,10 +30,11 @@ struct Horizon {
     xid: pg_sys::TransactionId,
 }
 
-/// Before a change to `rel` that removes what a snapshot that sees `xid`
-/// as running may need: let a hot standby's such queries finish or cancel
-/// them first. Nothing to do for tables without WAL, below `wal_level =
-/// replica` (no standby), or for a special xid (0: nothing removed).
+/// Before a change to `rel` that removes what a snapshot seeing `xid` as
+/// running may still read: a hot standby waits for such queries, or
+/// cancels them, before it replays the change. Nothing is written for a
+/// table without WAL, below `wal_level = replica` (no standby), or for a
+/// special xid (0: nothing removed).
 pub fn log(rel: pg_sys::Relation, xid: u32) {
     // SAFETY: rel is open; an ordinary WAL insertion outside recovery.
     unsafe {
