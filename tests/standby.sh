@@ -168,8 +168,7 @@ SELECT pg_sleep(10);
 SELECT sum(v) FROM churn \g $seen.after
 COMMIT;
 SQL
-runuser -u postgres -- "$PG_BINDIR/psql" -X -q -h "$CLUSTER_SOCK" -p "$SB_PORT" -U postgres -d postgres \
-    -v ON_ERROR_STOP=1 -At -f "$seen.sql" >/dev/null &
+cluster_psql_port "$SB_PORT" -At -f "$seen.sql" >/dev/null &
 reader=$!
 for _ in $(seq 1 50); do [ -s "$seen" ] && break; sleep 0.2; done
 [ -s "$seen" ] || fail "the standby's reader did not start"
@@ -201,8 +200,7 @@ SELECT count(*) FROM $1 WHERE id BETWEEN 1 AND 200 \g $seen.3
 COMMIT;
 SQL
     rm -f "$seen".[123]
-    runuser -u postgres -- "$PG_BINDIR/psql" -X -q -h "$CLUSTER_SOCK" -p "$SB_PORT" -U postgres -d postgres \
-        -v ON_ERROR_STOP=1 -At -f "$seen.sql" > "$seen.out" 2>&1 &
+    cluster_psql_port "$SB_PORT" -At -f "$seen.sql" > "$seen.out" 2>&1 &
     reader=$!
     for _ in $(seq 1 50); do [ -s "$seen.1" ] && break; sleep 0.2; done
     [ -s "$seen.1" ] || fail "the standby's reader of $1 did not start"
@@ -225,12 +223,12 @@ catch_up
     fail "the standby's gone_anker differs from the primary's gone_heap once replay went on"
 echo "ok: a standby REPEATABLE READ transaction keeps its rows across a DELETE and VACUUM on the primary (replay waits, as for heap)"
 # With a short max_standby_streaming_delay the query is cancelled instead,
-# with heap's error: after a VACUUM that vacates rows, after a VACUUM
-# (FREEZE) that freezes a row inserted after the query's snapshot (frozen,
-# it would look visible to it), and after an image
-# that leaves out versions pruning removed (two updates of every row, then
-# a VACUUM that prunes the first's versions; neither conflicts with
-# anything: pruning on the primary changes nothing on the standby).
+# with heap's error: after a VACUUM that vacates rows, after an image that
+# leaves out versions pruning removed (two updates of every row, then a
+# VACUUM that prunes the first's versions; neither conflicts with anything:
+# pruning on the primary changes nothing on the standby), and after a
+# VACUUM (FREEZE) that freezes a row inserted after the query's snapshot
+# (frozen, it would look visible to it).
 conflicts() { qp "$SB_PORT" "SELECT confl_snapshot FROM pg_stat_database_conflicts WHERE datname = 'postgres'"; }
 qp "$SB_PORT" "ALTER SYSTEM SET max_standby_streaming_delay = '100ms'" >/dev/null
 qp "$SB_PORT" "SELECT pg_reload_conf()" >/dev/null
