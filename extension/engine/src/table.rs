@@ -573,9 +573,15 @@ pub struct Table {
     /// hint it checks; 0: none).
     pub log_tail_hint: AtomicI32,
     pub log_permanent: AtomicU32,
-    /// [`LOADING`] while the boundary loads the table (0: loaded; it may
-    /// use other values for failed loads).
+    /// [`LOADING`] while the boundary loads the table (0: loaded).
     pub loading: AtomicU32,
+    /// The loader, in the boundary's terms (0: not known), for redo to
+    /// cancel on a hot standby when the load holds it back too long.
+    pub loader: AtomicU64,
+    /// After its load failed ([`Directory::abandon`]): the reclamation
+    /// epoch it was abandoned in, and the next abandoned table.
+    abandoned_epoch: AtomicU64,
+    abandoned_next: AtomicU64,
     /// Taken by the boundary's loader to end a load, and by redo to see
     /// whether the table is loaded yet (on a hot standby).
     pub load_lock: SpinLock,
@@ -674,6 +680,9 @@ impl Table {
             (*t).image_rows = AtomicU64::new(0);
             (*t).image_cycle = AtomicU64::new(0);
             (*t).loading = AtomicU32::new(0);
+            (*t).loader = AtomicU64::new(0);
+            (*t).abandoned_epoch = AtomicU64::new(0);
+            (*t).abandoned_next = AtomicU64::new(NULL_OFF);
             (*t).load_lock.init();
             (*t).prepared_xid = AtomicU32::new(0);
             (*t).prepared_drop = AtomicU32::new(0);
@@ -1854,6 +1863,11 @@ pub struct Directory {
     /// [`begin_switch`](Self::begin_switch).
     switching: TableKey,
     switching_set: u32,
+    /// Tables whose load failed, out of the directory but perhaps still
+    /// seen by a process that looked them up (a list through
+    /// `Table::abandoned_next`; guarded by `lock`). See
+    /// [`abandon`](Self::abandon).
+    abandoned: AtomicU64,
     slots: Off,
     /// Header pages of the tables and the slot array itself.
     pub owner: PageOwner,
@@ -1899,6 +1913,7 @@ impl Directory {
             (*d).prepared = AtomicU32::new(0);
             (*d).switching = [0; 4];
             (*d).switching_set = 0;
+            (*d).abandoned = AtomicU64::new(NULL_OFF);
             (*d).slots = off + std::mem::size_of::<Directory>().next_multiple_of(64) as u64;
             (*d).owner.adopt(&tmp);
         }
@@ -2012,21 +2027,82 @@ impl Directory {
         true
     }
 
+    /// Take `table`, whose load failed (an error, a cancel, its loader
+    /// exiting), out of the directory, so that the next process to look its
+    /// key up creates it afresh and loads it again. Others may have looked
+    /// it up already: it is freed by [`free_abandoned`](Self::free_abandoned)
+    /// once every process that was inside a reclamation epoch then has left
+    /// it. So whoever waits for a load looks the key up again, inside an
+    /// epoch, each time it checks whether the load is over.
+    pub fn abandon(&self, arena: &Arena, table: &Table) {
+        let off = arena.off_of(table as *const Table);
+        {
+            let _g = self.lock.lock();
+            if let Some(i) = self.find(arena, &table.key) {
+                let s = self.slot(arena, i);
+                if s.table == off {
+                    s.state = SLOT_TOMB;
+                    // SAFETY: count is guarded by the lock.
+                    unsafe { (*(self as *const Directory as *mut Directory)).count -= 1 };
+                }
+            }
+            // Retired after it became unreachable: a process that can still
+            // hold it entered its epoch before this one ended.
+            table.abandoned_epoch.store(arena.epoch_retire(), Ordering::Relaxed);
+            table.abandoned_next.store(self.abandoned.load(Ordering::Relaxed), Ordering::Relaxed);
+            self.abandoned.store(off, Ordering::Relaxed);
+        }
+        self.free_abandoned(arena);
+    }
+
+    /// Free the abandoned tables that no process can still hold; returns
+    /// how many.
+    pub fn free_abandoned(&self, arena: &Arena) -> usize {
+        if self.abandoned.load(Ordering::Relaxed) == NULL_OFF {
+            return 0;
+        }
+        let mut unreachable = vec![];
+        {
+            let _g = self.lock.lock();
+            let oldest_reader = arena.oldest_reader_epoch();
+            let mut link = &self.abandoned;
+            loop {
+                let cur = link.load(Ordering::Relaxed);
+                if cur == NULL_OFF {
+                    break;
+                }
+                // SAFETY: the list holds abandoned tables not yet freed.
+                let t = unsafe { arena.get::<Table>(cur) };
+                if t.abandoned_epoch.load(Ordering::Relaxed) < oldest_reader {
+                    link.store(t.abandoned_next.load(Ordering::Relaxed), Ordering::Relaxed);
+                    unreachable.push(t);
+                } else {
+                    link = &t.abandoned_next;
+                }
+            }
+        }
+        // (outside the lock: freeing a large table's pages takes a while)
+        for t in &unreachable {
+            t.destroy(arena, &self.owner);
+        }
+        unreachable.len()
+    }
+
     /// Redo is about to make an image the head of `key`'s log (a switch:
     /// the chain a loader walks changes, and freed blocks may be reused).
-    /// Unless a load of the table is in progress (returned: the caller waits
-    /// until it is over and asks again), note the switch until
+    /// Unless a load of the table is in progress (false: the caller waits
+    /// and asks again), note the switch until
     /// [`end_switch`](Self::end_switch): a load published from now on waits
     /// for it before reading the log ([`switching`](Self::switching)). Both
     /// sides decide under the directory's lock, so a load never walks a log
     /// while redo switches it.
-    pub fn begin_switch<'a>(&self, arena: &'a Arena, key: &TableKey) -> Result<(), &'a Table> {
+    pub fn begin_switch(&self, arena: &Arena, key: &TableKey) -> bool {
         let _g = self.lock.lock();
         if let Some(i) = self.find(arena, key) {
             // SAFETY: used slots point at live tables.
             let t = unsafe { arena.get::<Table>(self.slot(arena, i).table) };
             if t.loading.load(Ordering::Acquire) == LOADING {
-                return Err(t);
+                return false;
             }
         }
         // SAFETY: guarded by the lock.
@@ -2035,7 +2111,7 @@ impl Directory {
             (*d).switching = *key;
             (*d).switching_set = 1;
         }
-        Ok(())
+        true
     }
 
     /// The switch noted by [`begin_switch`](Self::begin_switch) is done.
@@ -2457,21 +2533,60 @@ mod tests {
         let (k, other) = ([1, 2, 3, 0], [1, 2, 4, 0]);
         let specs = || vec![ColumnSpec::fixed(8)];
         // no table: the switch is noted, for this key only
-        assert!(dir.begin_switch(&a, &k).is_ok());
+        assert!(dir.begin_switch(&a, &k));
         assert!(dir.switching(&k) && !dir.switching(&other));
         dir.end_switch();
         assert!(!dir.switching(&k));
         // a load in progress: the switch must wait for it
         let (t, created) = dir.find_or_create(&a, &k, &specs, true).unwrap();
         assert!(created);
-        assert!(std::ptr::eq(dir.begin_switch(&a, &k).unwrap_err(), t));
+        assert!(!dir.begin_switch(&a, &k));
         assert!(!dir.switching(&k));
-        assert!(dir.begin_switch(&a, &other).is_ok());
+        assert!(dir.begin_switch(&a, &other));
         dir.end_switch();
         // loaded: switches go ahead
         t.loading.store(0, Ordering::Release);
-        assert!(dir.begin_switch(&a, &k).is_ok());
+        assert!(dir.begin_switch(&a, &k));
         dir.end_switch();
+    }
+
+    #[test]
+    fn an_abandoned_load_is_freed_once_no_reader_can_hold_it() {
+        let a = Arena::create_private(16 << 20).unwrap();
+        a.format(4).unwrap();
+        let dir = Directory::create(&a, 64).unwrap();
+        let k = [1, 2, 3, 0];
+        let specs = || vec![ColumnSpec::fixed(8), ColumnSpec::var()];
+        let before = a.stats();
+        let (t, created) = dir.find_or_create(&a, &k, &specs, true).unwrap();
+        assert!(created);
+        let v = 7u64.to_ne_bytes();
+        let row = [Value::Fixed(&v), Value::Blob(&[1u8; 5000])];
+        let mut blobs = vec![];
+        t.prepare_blobs(&a, &row, &mut blobs).unwrap();
+        t.insert_rows(&a, &[&row], &blobs, 10, 0, 0, 0, &mut vec![]).unwrap();
+        // a waiter looked the table up inside its epoch
+        a.epoch_enter(1);
+        assert!(std::ptr::eq(dir.lookup(&a, &k).unwrap(), t));
+        dir.abandon(&a, t);
+        assert!(dir.lookup(&a, &k).is_none());
+        assert_eq!(dir.len(), 0);
+        // the waiter may still read it
+        assert_eq!(t.loading.load(Ordering::Acquire), LOADING);
+        assert_eq!(dir.free_abandoned(&a), 0);
+        // a new load of the key starts from an empty table
+        let (t2, created) = dir.find_or_create(&a, &k, &specs, true).unwrap();
+        assert!(created && !std::ptr::eq(t, t2));
+        assert_eq!(t2.nrows(), 0);
+        // a reader entering after the abandonment does not hold it back
+        a.epoch_exit(1);
+        a.epoch_enter(2);
+        assert_eq!(dir.free_abandoned(&a), 1);
+        assert_eq!(dir.free_abandoned(&a), 0);
+        a.epoch_exit(2);
+        // the second load fails too: all memory is back
+        dir.abandon(&a, t2);
+        assert_eq!(a.stats().used_bytes, before.used_bytes);
     }
 
     #[test]

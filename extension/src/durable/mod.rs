@@ -727,6 +727,9 @@ impl Loader<'_> {
 /// log if it is not in memory: every entry the fork holds, replayed in
 /// sequence. None when the fork has no log (the caller starts the table
 /// from the relation's layout). Whoever finds a table being loaded waits.
+/// A load takes interrupts between pages; one that fails (an interrupt,
+/// an error, its backend exiting) leaves nothing behind, and the next
+/// reader, a waiter included, loads the table anew.
 ///
 /// The log is read a page at a time and replayed as it is read, so a load
 /// holds one chunk of it in the backend's memory besides the table. On a
@@ -746,44 +749,35 @@ impl Loader<'_> {
 pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool) -> Option<&'static Table> {
     let arena = shmem::arena();
     let dir = shmem::directory();
-    if let Some(t) = dir.lookup(arena, key) {
-        wait_loaded(t);
-        return Some(t);
-    }
-    let started = std::time::Instant::now();
     let fork = Fork { rel: std::ptr::null_mut(), rnode, permanent };
-    // SAFETY: reading blocks of an existing relation file through shared
-    // buffers; no relcache needed.
-    if unsafe { fork.nblocks() } == 0 {
-        return None;
-    }
-    // SAFETY: as above.
-    let specs = unsafe { first_layout(&fork) };
     // SAFETY: a flag read.
     let recovery = unsafe { pg_sys::RecoveryInProgress() };
-    if recovery {
-        free_tables_without_file();
-    }
-    let (table, created) = match dir.find_or_create(arena, key, &|| specs.clone(), true) {
-        Ok(x) => x,
-        Err(e) => crate::error::out_of_memory(e),
-    };
-    if !created {
-        wait_loaded(table);
-        return Some(table);
-    }
-    // Should loading fail (out of memory, a damaged log), the half-loaded
-    // table stays marked as failed: its waiters raise an error instead of
-    // using it.
-    struct Failed<'a>(&'a Table, bool);
-    impl Drop for Failed<'_> {
-        fn drop(&mut self) {
-            if !self.1 {
-                self.0.loading.store(LOAD_FAILED, Ordering::Release);
-            }
+    let (table, started) = loop {
+        if let Some(t) = wait_loaded(key) {
+            return Some(t);
         }
-    }
-    let mut guard = Failed(table, false);
+        let started = std::time::Instant::now();
+        // SAFETY: reading blocks of an existing relation file through shared
+        // buffers; no relcache needed.
+        if unsafe { fork.nblocks() } == 0 {
+            return None;
+        }
+        // SAFETY: as above.
+        let specs = unsafe { first_layout(&fork) };
+        if recovery {
+            free_tables_without_file();
+        }
+        dir.free_abandoned(arena);
+        match dir.find_or_create(arena, key, &|| specs.clone(), true) {
+            Ok((t, true)) => break (t, started),
+            Ok((_, false)) => {} // another process loads it meanwhile
+            Err(e) => crate::error::out_of_memory(e),
+        }
+    };
+    // A load that fails in any way (an error, a cancel, this process
+    // exiting) abandons the half-loaded table; the next reader loads it
+    // again.
+    let mut guard = LoadInProgress::begin(table);
     // SAFETY: as above.
     let file_bytes = unsafe { fork.nblocks() } as usize * pages::BLOCK;
     let mut loader = Loader {
@@ -802,24 +796,31 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     // Published: on a standby redo may have appended since the layout was
     // read. A switch redo began before we published may be under way: the
     // log is read once it is done, and redo begins none until the load is
-    // over. (A plain sleep: the switch takes redo microseconds, and an
-    // interrupt here would fail the load for every waiter.)
+    // over.
     if recovery {
         while dir.switching(key) {
             // SAFETY: a plain sleep.
             unsafe { pg_sys::pg_usleep(100) };
+            pg_sys::check_for_interrupts!();
         }
     }
     let mut log = Assembler::default();
     // SAFETY: as above.
     let mut walk = unsafe { ChainWalk::new(&fork) };
+    // Interrupts are taken between pages, except under the load lock,
+    // which redo waits for: an interrupt that ends this process there would
+    // leave it taken.
     // SAFETY: as above.
-    let read_on = |walk: &mut ChainWalk, log: &mut Assembler, loader: &mut Loader| -> bool {
+    let read_on = |walk: &mut ChainWalk, log: &mut Assembler, loader: &mut Loader, interruptible: bool| -> bool {
         let mut read = false;
-        while unsafe { walk.next(|bytes| { read |= !bytes.is_empty(); log.feed(bytes) }) } && loader.replay(log) {}
+        while unsafe { walk.next(|bytes| { read |= !bytes.is_empty(); log.feed(bytes) }) } && loader.replay(log) {
+            if interruptible {
+                pg_sys::check_for_interrupts!();
+            }
+        }
         read
     };
-    read_on(&mut walk, &mut log, &mut loader);
+    read_on(&mut walk, &mut log, &mut loader, true);
     // On a hot standby redo does not wait for the load: it writes its
     // records' pages and leaves a table being loaded to the loader. So the
     // loader reads on from where its walk ended until a pass finds nothing
@@ -829,14 +830,14 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     let load_lock = recovery.then(|| {
         while loader.stopped.is_none() {
             walk.resume();
-            if !read_on(&mut walk, &mut log, &mut loader) {
+            if !read_on(&mut walk, &mut log, &mut loader, true) {
                 break;
             }
         }
         let g = table.load_lock.lock();
         if loader.stopped.is_none() {
             walk.resume();
-            read_on(&mut walk, &mut log, &mut loader);
+            read_on(&mut walk, &mut log, &mut loader, false);
         }
         g
     });
@@ -869,7 +870,7 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     table.log_permanent.store(permanent as u32, Ordering::Release);
     table.log_tail.store(walk.last, Ordering::Release);
     table.rebuild_free_rows(arena);
-    guard.1 = true;
+    guard.loaded();
     table.loading.store(0, Ordering::Release);
     drop(load_lock);
     settle_tentative_columns(table);
@@ -962,29 +963,90 @@ pub(crate) fn free_tables_without_file() {
     }
 }
 
-/// `Table::loading` after a load that failed.
-pub(crate) const LOAD_FAILED: u32 = 2;
-
-/// Wait while another process loads `table`.
-pub fn wait_loaded(table: &Table) {
+/// The table of `key` once it is loaded; None when the directory has none
+/// (not in memory, or its load failed: the caller loads it). Whoever finds
+/// it being loaded waits, and looks it up again, inside a reclamation
+/// epoch, each time it checks: a failed load frees the table
+/// (`Directory::abandon`).
+fn wait_loaded(key: &TableKey) -> Option<&'static Table> {
+    let (arena, dir) = (shmem::arena(), shmem::directory());
     loop {
-        match table.loading.load(Ordering::Acquire) {
-            0 => return,
-            LOAD_FAILED => {
-                ereport!(
-                    ERROR,
-                    PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                    "anker: loading this table from disk failed",
-                    "The server log of the first attempt says why: a damaged relation file, or out of memory (raise anker.memory_limit and restart the server)."
-                );
+        {
+            let _epoch = shmem::enter_epoch();
+            match dir.lookup(arena, key) {
+                None => return None,
+                // (loaded tables are freed only under the relation's lock)
+                Some(t) if t.loading.load(Ordering::Acquire) == 0 => return Some(t),
+                Some(_) => {}
             }
-            _ => {}
         }
         // SAFETY: a plain sleep; interrupts are honoured.
-        unsafe {
-            pg_sys::pg_usleep(1000);
-        }
+        unsafe { pg_sys::pg_usleep(1000) };
         pg_sys::check_for_interrupts!();
+    }
+}
+
+/// The load of a table by this process: unless [`loaded`](Self::loaded)
+/// is called, the half-loaded table is abandoned (`Directory::abandon`),
+/// when an error unwinds through the guard, or, for a FATAL error (a
+/// terminated backend, a shutdown), which exits the process without
+/// unwinding, by a callback at exit.
+struct LoadInProgress {
+    table: &'static Table,
+    loaded: bool,
+}
+
+/// The table this process is loading, for [`abandon_load_at_exit`].
+static mut LOADING_NOW: Option<&'static Table> = None;
+
+/// The virtual transaction id of this backend's transaction, packed for
+/// `Table::loader`.
+fn own_vxid() -> u64 {
+    // SAFETY: MyProc is this backend's; a transaction is in progress.
+    unsafe { ((*pg_sys::MyProc).backendId as u32 as u64) << 32 | (*pg_sys::MyProc).lxid as u64 }
+}
+
+/// A `Table::loader` value as a virtual transaction id.
+pub(crate) fn loader_vxid(packed: u64) -> pg_sys::VirtualTransactionId {
+    pg_sys::VirtualTransactionId { backendId: (packed >> 32) as i32, localTransactionId: packed as u32 }
+}
+
+impl LoadInProgress {
+    fn begin(table: &'static Table) -> LoadInProgress {
+        table.loader.store(own_vxid(), Ordering::Release);
+        static mut EXIT_CALLBACK: bool = false;
+        // SAFETY: backends are single-threaded; registering a callback is
+        // allowed at any time.
+        unsafe {
+            if !EXIT_CALLBACK {
+                pg_sys::before_shmem_exit(Some(abandon_load_at_exit), pg_sys::Datum::from(0));
+                EXIT_CALLBACK = true;
+            }
+            LOADING_NOW = Some(table);
+        }
+        LoadInProgress { table, loaded: false }
+    }
+
+    fn loaded(&mut self) {
+        self.loaded = true;
+    }
+}
+
+impl Drop for LoadInProgress {
+    fn drop(&mut self) {
+        // SAFETY: single-threaded; see begin.
+        unsafe { LOADING_NOW = None };
+        if !self.loaded {
+            shmem::directory().abandon(shmem::arena(), self.table);
+        }
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn abandon_load_at_exit(_code: std::ffi::c_int, _arg: pg_sys::Datum) {
+    // SAFETY: single-threaded; the arena is still attached.
+    if let Some(t) = unsafe { (*(&raw mut LOADING_NOW)).take() } {
+        shmem::directory().abandon(shmem::arena(), t);
     }
 }
 

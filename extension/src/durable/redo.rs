@@ -240,15 +240,52 @@ struct Switch;
 impl Switch {
     fn begin(key: &TableKey) -> Switch {
         let (arena, dir) = (shmem::arena(), shmem::directory());
-        while let Err(t) = dir.begin_switch(arena, key) {
-            arena.count(anker_engine::stats::SWITCHES_AFTER_LOADS, 1);
-            while t.loading.load(Ordering::Acquire) == anker_engine::table::LOADING {
-                // SAFETY: a plain sleep; interrupts are honoured.
-                unsafe { pg_sys::pg_usleep(1000) };
-                pg_sys::check_for_interrupts!();
+        let mut waited = false;
+        while !dir.begin_switch(arena, key) {
+            if !waited {
+                arena.count(anker_engine::stats::SWITCHES_AFTER_LOADS, 1);
+                waited = true;
             }
+            // SAFETY: reading the recovery state of this (startup) process.
+            if unsafe { standby_delay_passed() } {
+                cancel_loader(key);
+            }
+            // SAFETY: a plain sleep; interrupts are honoured.
+            unsafe { pg_sys::pg_usleep(1000) };
+            pg_sys::check_for_interrupts!();
         }
         Switch
+    }
+}
+
+/// Has replay waited as long as `max_standby_streaming_delay` (or
+/// `max_standby_archive_delay`, for WAL not streamed) allows since the WAL
+/// it replays was received? PostgreSQL's own test before it cancels the
+/// queries a record conflicts with.
+unsafe fn standby_delay_passed() -> bool {
+    let (mut received, mut streamed) = (0, false);
+    pg_sys::GetXLogReceiptTime(&mut received, &mut streamed);
+    let delay_ms = if streamed { pg_sys::max_standby_streaming_delay } else { pg_sys::max_standby_archive_delay };
+    delay_ms >= 0 && pg_sys::GetCurrentTimestamp() >= received + delay_ms as i64 * 1000
+}
+
+/// Cancel the transaction loading the table of `key`, as PostgreSQL
+/// cancels a query that holds replay back (counted as a snapshot conflict:
+/// the switch removes the log the load reads). The loader abandons the
+/// table; the next reader loads it after the switch.
+fn cancel_loader(key: &TableKey) {
+    let loader = {
+        // (in an epoch: a load that fails frees the table)
+        let _epoch = shmem::enter_epoch();
+        match shmem::directory().lookup(shmem::arena(), key) {
+            Some(t) if t.loading.load(Ordering::Acquire) == anker_engine::table::LOADING => t.loader.load(Ordering::Acquire),
+            _ => 0,
+        }
+    };
+    if loader != 0 {
+        // SAFETY: signals the backend of a virtual transaction id, if it is
+        // still running; PostgreSQL's own call for recovery conflicts.
+        unsafe { pg_sys::CancelVirtualTransaction(super::loader_vxid(loader), pg_sys::ProcSignalReason::PROCSIG_RECOVERY_CONFLICT_SNAPSHOT) };
     }
 }
 
@@ -263,6 +300,8 @@ impl Drop for Switch {
 /// the table's load lock, it finds nothing new, so the pages of every record
 /// redo wrote before it sees the table loaded are read by the loader.
 fn loaded_table(key: &TableKey) -> Option<&'static anker_engine::table::Table> {
+    // (in an epoch: a load that fails frees the table it was loading)
+    let _epoch = shmem::enter_epoch();
     let t = shmem::directory().lookup(shmem::arena(), key)?;
     let _g = t.load_lock.lock();
     // (once loaded, a table stays so)
