@@ -70,17 +70,30 @@ wait "$waiter" || fail "the session waiting for a cancelled load failed: $(cat "
 [ "$(cat "$WORK/waiter.out")" = "$want" ] || fail "the session waiting for a cancelled load read $(cat "$WORK/waiter.out")"
 echo "ok: a session waiting for a load that was cancelled loaded the table itself"
 
-# ... and a cancel from another session
+# ... and a cancel from another session, with a second session waiting for the load;
+# meanwhile anker.loads shows the load, and pg_stat_activity the waiter's wait
 restart
 cluster_psql -Atc "SELECT count(*) FROM big /* cancel me */" >"$WORK/cancel.out" 2>&1 &
 loader=$!
 published "$CLUSTER_PORT" big
-q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%cancel me%' AND pid <> pg_backend_pid()" >/dev/null
+cluster_psql -Atc "SELECT count(*) || ' ' || sum(length(v)) FROM big /* waiter */" >"$WORK/waiter2.out" 2>&1 &
+waiter=$!
+loader_pid=$(q "SELECT pid FROM pg_stat_activity WHERE query LIKE '%cancel me%' AND pid <> pg_backend_pid()")
+shown=$(q "SELECT pid || ' ' || (relation = 'big'::regclass) || ' ' || datname || ' ' || (bytes_total > 0 AND bytes_read <= bytes_total)
+             || ' ' || (rows_loaded <= 1000000) || ' ' || (elapsed >= '0'::interval) FROM anker.loads")
+[ "$shown" = "$loader_pid true $(q "SELECT current_database()") true true true" ] || fail "anker.loads showed '$shown' for the load of backend $loader_pid"
+for _ in $(seq 1 100); do
+    waiting=$(q "SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity WHERE query LIKE '%/* waiter */%' AND pid <> pg_backend_pid()")
+    [ "$waiting" = Extension/Extension ] && break
+done
+[ "$waiting" = Extension/Extension ] || fail "a session waiting for a load showed the wait event '$waiting'"
+q "SELECT pg_cancel_backend($loader_pid)" >/dev/null
 wait "$loader" && fail "the load finished before the cancel arrived"
 grep -q "canceling statement due to user request" "$WORK/cancel.out" || fail "the cancelled load failed otherwise: $(cat "$WORK/cancel.out")"
-[ "$(in_memory "$CLUSTER_PORT")" = 0 ] || fail "a cancelled load left the table in memory"
-[ "$(q "SELECT count(*) || ' ' || sum(length(v)) FROM big")" = "$want" ] || fail "the load after a cancel lost rows"
-echo "ok: pg_cancel_backend stops a load"
+wait "$waiter" || fail "the session waiting for a cancelled load failed: $(cat "$WORK/waiter2.out")"
+[ "$(cat "$WORK/waiter2.out")" = "$want" ] || fail "the session waiting for a cancelled load read $(cat "$WORK/waiter2.out")"
+[ "$(q "SELECT count(*) FROM anker.loads")" = 0 ] || fail "anker.loads shows a load after all loads ended"
+echo "ok: pg_cancel_backend stops a load; anker.loads showed it (pid, relation, bytes read of the file's), and the waiting session the wait event Extension"
 
 # 2. a loader terminated with pg_terminate_backend: the next reader neither waits for
 # it forever nor finds a half-loaded table

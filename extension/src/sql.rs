@@ -79,6 +79,50 @@ fn table_storage() -> TableIterator<
     TableIterator::new(rows)
 }
 
+/// One row per table being loaded from its relation file now, in every
+/// database: the loading backend, when it began, the file's bytes read so
+/// far and in all, the rows and log entries replayed so far.
+#[pg_extern]
+#[allow(clippy::type_complexity)] // the row type of the SQL function
+fn load_progress() -> TableIterator<
+    'static,
+    (
+        name!(pid, i32),
+        name!(spcnode, pg_sys::Oid),
+        name!(dbnode, pg_sys::Oid),
+        name!(relfilenode, pg_sys::Oid),
+        name!(started_at, TimestampWithTimeZone),
+        name!(bytes_read, i64),
+        name!(bytes_total, i64),
+        name!(rows_loaded, i64),
+        name!(changes_replayed, i64),
+    ),
+> {
+    let arena = shmem::arena();
+    let mut rows = vec![];
+    shmem::directory().for_each(arena, |t| {
+        let p = &t.load_progress;
+        let pid = p.pid.load(Ordering::Relaxed);
+        if t.loading.load(Ordering::Acquire) == 0 || pid == 0 {
+            return;
+        }
+        // µs since the Unix epoch -> PostgreSQL's µs since 2000-01-01
+        let pg_us = p.started_us.load(Ordering::Relaxed) as i64 - 946_684_800_000_000;
+        rows.push((
+            pid as i32,
+            pg_sys::Oid::from(t.key[0]),
+            pg_sys::Oid::from(t.key[1]),
+            pg_sys::Oid::from(t.key[2]),
+            TimestampWithTimeZone::try_from(pg_us).unwrap_or_else(|_| TimestampWithTimeZone::negative_infinity()),
+            p.bytes_read.load(Ordering::Relaxed) as i64,
+            p.bytes_total.load(Ordering::Relaxed) as i64,
+            t.nrows() as i64,
+            p.changes.load(Ordering::Relaxed) as i64,
+        ));
+    });
+    TableIterator::new(rows)
+}
+
 /// Event counters of all processes since the server started.
 #[pg_extern]
 fn counters() -> TableIterator<'static, (name!(name, String), name!(value, i64))> {
@@ -158,9 +202,20 @@ SELECT pg_filenode_relation(
   JOIN pg_database d ON d.oid = s.dbnode
  WHERE d.datname = current_database();
 COMMENT ON VIEW anker.tables IS 'anker tables of the current database and the memory they hold';
+
+CREATE VIEW anker.loads AS
+SELECT l.pid, d.datname,
+       CASE WHEN d.datname = current_database() THEN
+         pg_filenode_relation(CASE WHEN l.spcnode = d.dattablespace THEN 0 ELSE l.spcnode END, l.relfilenode)
+       END AS relation,
+       l.relfilenode, l.started_at, clock_timestamp() - l.started_at AS elapsed,
+       l.bytes_read, l.bytes_total, l.rows_loaded, l.changes_replayed
+  FROM anker.load_progress() l
+  JOIN pg_database d ON d.oid = l.dbnode;
+COMMENT ON VIEW anker.loads IS 'anker tables being loaded from their relation files now (first use after a start), in every database: like pg_stat_progress_*; relation only for the current database';
 "#,
     name = "views",
-    requires = [memory_usage, table_storage, counters, snapshot_list]
+    requires = [memory_usage, table_storage, counters, snapshot_list, load_progress]
 );
 
 /// Open `relation` with `lock` for the SQL function `caller`, or raise

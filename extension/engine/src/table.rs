@@ -578,6 +578,8 @@ pub struct Table {
     /// The loader, in the boundary's terms (0: not known), for redo to
     /// cancel on a hot standby when the load holds it back too long.
     pub loader: AtomicU64,
+    /// How far the load has got, for a progress view.
+    pub load_progress: LoadProgress,
     /// After its load failed ([`Directory::abandon`]): the reclamation
     /// epoch it was abandoned in, and the next abandoned table.
     abandoned_epoch: AtomicU64,
@@ -627,6 +629,19 @@ pub struct Table {
     /// Live snapshots of the table (a list through `Snapshot::next`).
     pub(crate) snap_lock: SpinLock,
     pub(crate) snapshots: AtomicU64,
+}
+
+/// How far the boundary's load of a table has got, while
+/// [`Table::loading`]: written by the loader, read by anyone (figures of the
+/// boundary's choosing).
+#[repr(C)]
+#[derive(Default)]
+pub struct LoadProgress {
+    pub pid: AtomicU32,
+    pub started_us: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_total: AtomicU64,
+    pub changes: AtomicU64,
 }
 
 /// Is normal xid `a` newer than normal xid `b`? (PostgreSQL's
@@ -681,6 +696,7 @@ impl Table {
             (*t).image_cycle = AtomicU64::new(0);
             (*t).loading = AtomicU32::new(0);
             (*t).loader = AtomicU64::new(0);
+            (*t).load_progress = LoadProgress::default();
             (*t).abandoned_epoch = AtomicU64::new(0);
             (*t).abandoned_next = AtomicU64::new(NULL_OFF);
             (*t).load_lock.init();

@@ -780,6 +780,11 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     let mut guard = LoadInProgress::begin(table);
     // SAFETY: as above.
     let file_bytes = unsafe { fork.nblocks() } as usize * pages::BLOCK;
+    let shown = &table.load_progress;
+    // SAFETY: MyProcPid is set in every backend.
+    shown.pid.store(unsafe { pg_sys::MyProcPid } as u32, Ordering::Relaxed);
+    shown.started_us.store(unix_micros(), Ordering::Relaxed);
+    shown.bytes_total.store(file_bytes as u64, Ordering::Relaxed);
     let mut loader = Loader {
         table,
         rnode,
@@ -814,6 +819,8 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     let read_on = |walk: &mut ChainWalk, log: &mut Assembler, loader: &mut Loader, interruptible: bool| -> bool {
         let mut read = false;
         while unsafe { walk.next(|bytes| { read |= !bytes.is_empty(); log.feed(bytes) }) } && loader.replay(log) {
+            shown.bytes_read.store(walk.pages as u64 * pages::BLOCK as u64, Ordering::Relaxed);
+            shown.changes.store(loader.changes, Ordering::Relaxed);
             if interruptible {
                 pg_sys::check_for_interrupts!();
             }
@@ -980,10 +987,24 @@ fn wait_loaded(key: &TableKey) -> Option<&'static Table> {
                 Some(_) => {}
             }
         }
-        // SAFETY: a plain sleep; interrupts are honoured.
-        unsafe { pg_sys::pg_usleep(1000) };
+        // SAFETY: a 1 ms wait on our latch, shown in pg_stat_activity as
+        // the wait event Extension; ends the process if the postmaster died.
+        unsafe {
+            pg_sys::WaitLatch(
+                pg_sys::MyLatch,
+                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+                1,
+                pg_sys::PG_WAIT_EXTENSION,
+            );
+            pg_sys::ResetLatch(pg_sys::MyLatch);
+        }
         pg_sys::check_for_interrupts!();
     }
+}
+
+/// Microseconds since the Unix epoch.
+fn unix_micros() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
 
 /// The load of a table by this process: unless [`loaded`](Self::loaded)
