@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Consistency under load: pgbench moves money between accounts (the total
-# never changes) while a reader keeps summing all balances, on column
+# never changes) while two readers keep summing all balances, on column
 # snapshots (cow, memcpy) and on the live columns (none), in PostgreSQL's
 # executor and in the embedded DuckDB (anker.olap_engine = duckdb, two
-# threads). Every sum must be the constant. The reader creates well over 1,000 snapshots while writers
+# threads). Every sum must be the constant. The readers create well over 1,000 snapshots while writers
 # run; afterwards memory use returns to its baseline.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,11 +28,19 @@ for engine in postgres duckdb; do
     cluster_pgbench -n -c 2 -j 2 -T "$SECONDS_PER_METHOD" -f "$work/transfer.sql" postgres >"$work/pgbench.$method" 2>&1 &
     writer=$!
     sleep 0.5
-    out=$(cluster_psql -At -v method="$method" -v engine="$engine" -v total="$total" \
-        -v seconds=$((SECONDS_PER_METHOD - 1)) -f "$work/transfer_reader.sql" 2>&1) || { echo "$out"; exit 1; }
+    # two readers: their snapshots are made and released concurrently
+    for r in 1 2; do
+        cluster_psql -At -v method="$method" -v engine="$engine" -v total="$total" \
+            -v seconds=$((SECONDS_PER_METHOD - 1)) -f "$work/transfer_reader.sql" >"$work/reader$r" 2>&1 &
+        readers[r]=$!
+    done
+    for r in 1 2; do
+        wait "${readers[r]}" || { cat "$work/reader$r"; exit 1; }
+    done
+    out=$(cat "$work/reader1" "$work/reader2")
     wait "$writer"
     tps=$(grep -o 'tps = [0-9.]*' "$work/pgbench.$method" | head -n 1)
-    echo "$engine, $method: $(echo "$out" | grep -o 'reads [0-9]*') consistent sums; writers: $tps"
+    echo "$engine, $method: $(echo "$out" | grep -o 'reads [0-9]*' | paste -sd+) consistent sums; writers: $tps"
   done
 done
 created=$(( $(cluster_psql -Atc "SELECT value FROM anker.stats WHERE name = 'snapshots_created'") - created0 ))

@@ -150,8 +150,23 @@ pub fn provider() -> Provider {
 /// running when it is taken. Every transaction with a smaller id had
 /// finished, so its writes are in the snapshot.
 fn creation_stamp() -> u64 {
-    // SAFETY: plain proc-array lookup.
-    u32::from(unsafe { pg_sys::GetOldestActiveTransactionId() }) as u64
+    // SAFETY: a flag read; plain proc-array lookups.
+    unsafe {
+        if !pg_sys::RecoveryInProgress() {
+            return u32::from(pg_sys::GetOldestActiveTransactionId()) as u64;
+        }
+        // On a hot standby the primary's running transactions are in
+        // KnownAssignedXids, which GetOldestActiveTransactionId does not
+        // read (it returned about the next xid, so a column snapshot served
+        // queries that see as committed a transaction whose later changes
+        // redo replayed after the snapshot: half of a transfer). A fresh
+        // snapshot's xmin is the oldest of them.
+        static mut STAMP_SNAPSHOT: std::mem::MaybeUninit<pg_sys::SnapshotData> = std::mem::MaybeUninit::zeroed();
+        // SAFETY: single-threaded backend; GetSnapshotData fills a zeroed
+        // SnapshotData and keeps its xid arrays (malloc'd) for reuse.
+        let snap = pg_sys::GetSnapshotData((*(&raw mut STAMP_SNAPSHOT)).as_mut_ptr());
+        u32::from((*snap).xmin) as u64
+    }
 }
 
 /// May a column snapshot with creation stamp `stamp` serve a query whose

@@ -318,6 +318,22 @@ impl Table {
                 // may be, but nothing reads them there.
                 snap.image = arena.map_frozen_image(nr).map_err(SnapshotError::Kernel)? as u64;
             }
+            arena.count(crate::stats::SNAPSHOTS_CREATED, 1);
+            arena.count(crate::stats::SNAPSHOT_PAGES_SHARED, if method == Method::Memcpy { 0 } else { snap.pages_captured });
+            snap.id = arena.counter(crate::stats::SNAPSHOTS_CREATED);
+            snap.create_ns = started.elapsed().as_nanos() as u64;
+            arena.count(crate::stats::SNAPSHOT_CREATE_NS, snap.create_ns);
+            // Listed before the latch is released: from then on writers
+            // copy the pages it shares and retire the originals, and both
+            // reclamation (`oldest_snapshot_epoch`) and
+            // `refresh_shared_epochs` go by the list. Until 2026-12-06 it
+            // was listed after, and in between a writer's retired page
+            // could be freed and reused (the snapshot then read another
+            // page as its stamps: wrong sums, a scan spinning on a latch
+            // bit that was not one) or the shared epoch lowered under it.
+            let _g = self.snap_lock.lock();
+            snap.next.store(self.snapshots.load(Ordering::Relaxed), Ordering::Relaxed);
+            self.snapshots.store(off, Ordering::Release);
             Ok(())
         })();
         if let Err(e) = result {
@@ -325,14 +341,6 @@ impl Table {
             self.refresh_shared_epochs(arena);
             return Err(e);
         }
-        arena.count(crate::stats::SNAPSHOTS_CREATED, 1);
-        arena.count(crate::stats::SNAPSHOT_PAGES_SHARED, if method == Method::Memcpy { 0 } else { snap.pages_captured });
-        snap.id = arena.counter(crate::stats::SNAPSHOTS_CREATED);
-        snap.create_ns = started.elapsed().as_nanos() as u64;
-        arena.count(crate::stats::SNAPSHOT_CREATE_NS, snap.create_ns);
-        let _g = self.snap_lock.lock();
-        snap.next.store(self.snapshots.load(Ordering::Relaxed), Ordering::Relaxed);
-        self.snapshots.store(off, Ordering::Release);
         Ok(off)
     }
 
@@ -493,10 +501,6 @@ impl Table {
         oldest
     }
 
-    /// Free retired memory no snapshot or reader can still reach.
-    pub fn reclaim(&self, arena: &Arena) -> usize {
-        self.reclaim_retired(arena, self.oldest_snapshot_epoch(arena))
-    }
 
     /// Visit the live snapshots.
     pub fn for_each_snapshot(&self, arena: &Arena, mut f: impl FnMut(&Snapshot)) {

@@ -1317,7 +1317,7 @@ impl Table {
     }
 
     /// Keep `what` until no reader or snapshot that could hold a pointer to
-    /// it remains, then free it ([`reclaim_retired`](Self::reclaim_retired)).
+    /// it remains, then free it ([`reclaim`](Self::reclaim)).
     pub(crate) fn retire(&self, arena: &Arena, kind: RetiredKind, what: u64) {
         let rec = match self.heap.alloc(arena, std::mem::size_of::<Retired>()) {
             Ok(r) => r,
@@ -1353,13 +1353,20 @@ impl Table {
         self.retired_len.load(Ordering::Relaxed) >= RECLAIM_BATCH
     }
 
-    /// Free retired memory that no snapshot (oldest live snapshot epoch
-    /// `oldest_snapshot`, or u32::MAX when none) and no reader can still use.
-    /// The list is in retirement order, and both epochs a record carries
-    /// grow along it, so the records to free are a prefix of it.
-    pub fn reclaim_retired(&self, arena: &Arena, oldest_snapshot: u32) -> usize {
+    /// Free retired memory that no snapshot and no reader can still use;
+    /// returns how many records were freed. The list is in retirement
+    /// order, and both epochs a record carries grow along it, so the
+    /// records to free are a prefix of it.
+    pub fn reclaim(&self, arena: &Arena) -> usize {
         let mut freed = 0;
         let _g = self.retire_lock.lock();
+        // Both horizons are read under the lock, after every record on the
+        // list was retired: a snapshot listed since shares none of those
+        // pages with the live table (they were replaced before it was
+        // made). Read before the lock (until 2026-12-06), a snapshot could
+        // be made and a page it shared replaced and retired in between, and
+        // that page freed under it.
+        let oldest_snapshot = self.oldest_snapshot_epoch(arena);
         let oldest_reader = arena.oldest_reader_epoch();
         let mut cur = self.retired.load(Ordering::Relaxed);
         while cur != NULL_OFF {

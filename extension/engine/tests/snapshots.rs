@@ -387,3 +387,76 @@ fn released_pages_stay_readable_for_live_snapshots() {
         assert!(t.bytes() < before, "{method:?}: {} not below {before}", t.bytes());
     });
 }
+
+/// Snapshots created and released by three readers at once, while writers
+/// copy the pages they share and reclaim what they retire: each snapshot
+/// reads the same rows twice. A snapshot made visible to reclamation only
+/// after its creation latch was released (until 2026-12-06) could have a
+/// page it shared retired and freed in between, and read a reused page.
+#[test]
+fn snapshots_made_while_others_are_released_keep_their_pages() {
+    let a = setup(512);
+    let dir = Directory::get(&a).unwrap();
+    let t = dir.get_or_create(&a, &[6, 6, 6, 0], &|| vec![ColumnSpec::fixed(8)]).unwrap();
+    let n = 20_000u64;
+    for i in 0..n {
+        let mut out = vec![];
+        t.insert_rows(&a, &[&[Value::Fixed(&i.to_ne_bytes())]], &[0], 10, 0, flag::XMIN_COMMITTED, 0, &mut out).unwrap();
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        let (a, stop) = (&a, &stop);
+        for w in 0..2u64 {
+            sc.spawn(move || {
+                let mut x = 20u32 + w as u32;
+                let mut r = w;
+                while !stop.load(Ordering::Relaxed) {
+                    r = (r + 7919) % n;
+                    // (live pages are read inside a reclamation epoch)
+                    a.epoch_enter(w as u32);
+                    let h = t.header(a, r).unwrap();
+                    let v = (x as u64 * n + r).to_ne_bytes();
+                    if t.update_in_place(a, r, &h, x, 0, &[(0, Value::Fixed(&v))], &[0]).unwrap() {
+                        t.prune_chain(a, r, &|_| true);
+                    }
+                    a.epoch_exit(w as u32);
+                    t.reclaim(a);
+                    x += 2;
+                }
+            });
+        }
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                sc.spawn(move || {
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+                    let mut made = 0;
+                    while std::time::Instant::now() < deadline {
+                        let s = t.create_snapshot(a, &[0], Method::Cow, 0).unwrap();
+                        let snap = t.snapshot(a, s);
+                        let read = || {
+                            let mut cur = Cursor::NEW;
+                            let mut cc = t.col_cache(a, 0);
+                            t.bind_snapshot(a, snap, &mut cur, &mut [(0, &mut cc)]);
+                            (0..snap.nrows)
+                                .map(|r| {
+                                    let h = t.cursor_header(a, &mut cur, r).expect("a row of the snapshot");
+                                    let v = fixed(t.cursor_value(a, &mut cc, r));
+                                    assert_eq!(v % n, r, "row {r} reads another page");
+                                    (h.xmin as u64) ^ v
+                                })
+                                .fold(0u64, |s, x| s.wrapping_mul(31).wrapping_add(x))
+                        };
+                        let first = read();
+                        assert_eq!(read(), first, "the snapshot changed");
+                        t.release_snapshot(a, s);
+                        made += 1;
+                    }
+                    made
+                })
+            })
+            .collect();
+        let made: usize = readers.into_iter().map(|r| r.join().unwrap()).sum();
+        stop.store(true, Ordering::Relaxed);
+        assert!(made > 10, "only {made} snapshots");
+    });
+}
