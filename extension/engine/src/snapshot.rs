@@ -501,7 +501,6 @@ impl Table {
         oldest
     }
 
-
     /// Visit the live snapshots.
     pub fn for_each_snapshot(&self, arena: &Arena, mut f: impl FnMut(&Snapshot)) {
         let _g = self.snap_lock.lock();

@@ -2061,14 +2061,13 @@ impl Directory {
         let off = arena.off_of(table as *const Table);
         {
             let _g = self.lock.lock();
-            if let Some(i) = self.find(arena, &table.key) {
-                let s = self.slot(arena, i);
-                if s.table == off {
-                    s.state = SLOT_TOMB;
-                    // SAFETY: count is guarded by the lock.
-                    unsafe { (*(self as *const Directory as *mut Directory)).count -= 1 };
-                }
-            }
+            let Some(i) = self.find(arena, &table.key).filter(|&i| self.slot(arena, i).table == off) else {
+                // (no longer listed: dropped, and freed, by whoever removed it)
+                return;
+            };
+            self.slot(arena, i).state = SLOT_TOMB;
+            // SAFETY: count is guarded by the lock.
+            unsafe { (*(self as *const Directory as *mut Directory)).count -= 1 };
             // Retired after it became unreachable: a process that can still
             // hold it entered its epoch before this one ended.
             table.abandoned_epoch.store(arena.epoch_retire(), Ordering::Relaxed);
