@@ -57,19 +57,6 @@ full_ms=$((($(date +%s%N) - t0) / 1000000))
 q "SELECT bt_index_check('big_pkey', true)" >/dev/null
 echo "ok: a 50 ms statement timeout stopped the load after $ms ms (a whole load: $full_ms ms, ${loaded_mb} MB); nothing was left in memory; the next read loaded the table whole"
 
-# ... and a session waiting for the load takes it over
-restart
-cluster_psql -Atc "SET statement_timeout = '200ms'" -c "SELECT count(*) FROM big" >"$WORK/first.out" 2>&1 &
-first=$!
-published "$CLUSTER_PORT" big
-cluster_psql -Atc "SELECT count(*) || ' ' || sum(length(v)) FROM big" >"$WORK/waiter.out" 2>&1 &
-waiter=$!
-wait "$first" && fail "the first load was not cancelled: $(cat "$WORK/first.out")"
-grep -q "statement timeout" "$WORK/first.out" || fail "the first load failed otherwise: $(cat "$WORK/first.out")"
-wait "$waiter" || fail "the session waiting for a cancelled load failed: $(cat "$WORK/waiter.out")"
-[ "$(cat "$WORK/waiter.out")" = "$want" ] || fail "the session waiting for a cancelled load read $(cat "$WORK/waiter.out")"
-echo "ok: a session waiting for a load that was cancelled loaded the table itself"
-
 # ... and a cancel from another session, with a second session waiting for the load;
 # meanwhile anker.loads shows the load, and pg_stat_activity the waiter's wait
 restart
