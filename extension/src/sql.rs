@@ -102,18 +102,17 @@ fn load_progress() -> TableIterator<
     let mut rows = vec![];
     shmem::directory().for_each(arena, |t| {
         let p = &t.load_progress;
-        let pid = p.pid.load(Ordering::Relaxed);
+        let pid = p.pid.load(Ordering::Acquire);
         if t.loading.load(Ordering::Acquire) == 0 || pid == 0 {
             return;
         }
-        // µs since the Unix epoch -> PostgreSQL's µs since 2000-01-01
-        let pg_us = p.started_us.load(Ordering::Relaxed) as i64 - 946_684_800_000_000;
         rows.push((
             pid as i32,
             pg_sys::Oid::from(t.key[0]),
             pg_sys::Oid::from(t.key[1]),
             pg_sys::Oid::from(t.key[2]),
-            TimestampWithTimeZone::try_from(pg_us).unwrap_or_else(|_| TimestampWithTimeZone::negative_infinity()),
+            // (PostgreSQL's clock: the loader read GetCurrentTimestamp)
+            TimestampWithTimeZone::try_from(p.started.load(Ordering::Relaxed)).unwrap_or_else(|_| TimestampWithTimeZone::negative_infinity()),
             p.bytes_read.load(Ordering::Relaxed) as i64,
             p.bytes_total.load(Ordering::Relaxed) as i64,
             t.nrows() as i64,

@@ -638,7 +638,8 @@ pub struct Table {
 #[derive(Default)]
 pub struct LoadProgress {
     pub pid: AtomicU32,
-    pub started_us: AtomicU64,
+    /// When the load began, on the boundary's clock.
+    pub started: AtomicI64,
     pub bytes_read: AtomicU64,
     pub bytes_total: AtomicU64,
     pub changes: AtomicU64,

@@ -781,10 +781,12 @@ pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool
     // SAFETY: as above.
     let file_bytes = unsafe { fork.nblocks() } as usize * pages::BLOCK;
     let shown = &table.load_progress;
-    // SAFETY: MyProcPid is set in every backend.
-    shown.pid.store(unsafe { pg_sys::MyProcPid } as u32, Ordering::Relaxed);
-    shown.started_us.store(unix_micros(), Ordering::Relaxed);
+    // SAFETY: a clock read.
+    shown.started.store(unsafe { pg_sys::GetCurrentTimestamp() }, Ordering::Relaxed);
     shown.bytes_total.store(file_bytes as u64, Ordering::Relaxed);
+    // (last: the view shows a load once its pid is set)
+    // SAFETY: MyProcPid is set in every backend.
+    shown.pid.store(unsafe { pg_sys::MyProcPid } as u32, Ordering::Release);
     let mut loader = Loader {
         table,
         rnode,
@@ -1000,11 +1002,6 @@ fn wait_loaded(key: &TableKey) -> Option<&'static Table> {
         }
         pg_sys::check_for_interrupts!();
     }
-}
-
-/// Microseconds since the Unix epoch.
-fn unix_micros() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
 
 /// The load of a table by this process: unless [`loaded`](Self::loaded)
