@@ -227,7 +227,7 @@ pub fn compact(rel: pg_sys::Relation, table: &Table) -> Option<Compacted> {
             new_meta.free = meta.head;
         }
         parts.push(Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(new_meta), logged: None });
-        pages::log_and_apply(fork.permanent, &parts, pages::XLOG_ANKER_SWITCH);
+        pages::log_and_apply(fork.logged, &parts, pages::XLOG_ANKER_SWITCH);
         for part in &parts {
             pg_sys::UnlockReleaseBuffer(part.buf);
         }
@@ -289,7 +289,7 @@ unsafe fn free_unfinished_image(fork: Fork) {
         Part { buf: lbuf, new: false, meta: false, op: pages::log_op(Some((meta.free, PAGE_HEADER)), &[]), logged: None },
         Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(Meta { free: meta.pending, pending: INVALID, ..meta }), logged: None },
     ];
-    pages::log_and_apply(fork.permanent, &parts, pages::XLOG_ANKER_SWITCH);
+    pages::log_and_apply(fork.logged, &parts, pages::XLOG_ANKER_SWITCH);
     pg_sys::UnlockReleaseBuffer(lbuf);
     pg_sys::UnlockReleaseBuffer(mbuf);
 }

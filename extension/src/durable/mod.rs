@@ -101,7 +101,13 @@ impl Log {
 struct Fork {
     rel: pg_sys::Relation,
     rnode: pg_sys::RelFileNode,
+    /// The buffers' persistence: the file of a permanent table (else
+    /// unlogged, and reset after a crash).
     permanent: bool,
+    /// Whether changes to the file are WAL-logged: a permanent table's
+    /// are, except where `wal_level = minimal` skips WAL for a file created
+    /// in the running transaction (docs/durability.md, "DDL").
+    logged: bool,
 }
 
 impl Fork {
@@ -111,7 +117,18 @@ impl Fork {
         if persistence == pg_sys::RELPERSISTENCE_TEMP as std::ffi::c_char {
             return None;
         }
-        Some(Fork { rel, rnode, permanent: persistence == pg_sys::RELPERSISTENCE_PERMANENT as std::ffi::c_char })
+        Some(Fork::new(rel, rnode, persistence == pg_sys::RELPERSISTENCE_PERMANENT as std::ffi::c_char))
+    }
+
+    /// `RelationNeedsWAL` by file: below `wal_level = replica` PostgreSQL
+    /// writes no WAL for a file created in the running transaction, and at
+    /// its commit WAL-logs the file's pages whole or fsyncs it
+    /// (`smgrDoPendingSyncs`; from then on the file is logged again). The
+    /// answer holds for one write: each makes its own fork.
+    unsafe fn new(rel: pg_sys::Relation, rnode: pg_sys::RelFileNode, permanent: bool) -> Fork {
+        let logged = permanent
+            && (pg_sys::wal_level >= pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32 || !pg_sys::RelFileNodeSkippingWAL(rnode));
+        Fork { rel, rnode, permanent, logged }
     }
 
     unsafe fn current(rel: pg_sys::Relation) -> Option<Fork> {
@@ -187,10 +204,10 @@ pub fn write<R>(rel: pg_sys::Relation, table: &Table, op: impl FnOnce(&mut Log) 
 /// (temporary tables, or none yet) change in memory only.
 pub fn write_table<R>(table: &Table, op: impl FnOnce(&mut Log) -> R) -> R {
     let key = table.key;
-    let fork = (key[3] == pg_sys::InvalidBackendId as u32 && table.log_tail.load(Ordering::Acquire) != u32::MAX).then(|| Fork {
-        rel: std::ptr::null_mut(),
-        rnode: pg_sys::RelFileNode { spcNode: key[0].into(), dbNode: key[1].into(), relNode: key[2].into() },
-        permanent: table.log_permanent.load(Ordering::Acquire) != 0,
+    let fork = (key[3] == pg_sys::InvalidBackendId as u32 && table.log_tail.load(Ordering::Acquire) != u32::MAX).then(|| {
+        let rnode = pg_sys::RelFileNode { spcNode: key[0].into(), dbNode: key[1].into(), relNode: key[2].into() };
+        // SAFETY: reads backend state.
+        unsafe { Fork::new(std::ptr::null_mut(), rnode, table.log_permanent.load(Ordering::Acquire) != 0) }
     });
     write_to(fork, table, op)
 }
@@ -257,7 +274,7 @@ unsafe fn fresh_tail(fork: Fork, tail: pg_sys::Buffer, table: &Table) -> pg_sys:
         Part { buf, new: true, meta: false, op: pages::log_op(Some((INVALID, PAGE_HEADER)), &[]), logged: None },
         Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(meta), logged: None },
     ];
-    pages::log_and_apply(fork.permanent, &parts, pages::XLOG_ANKER_APPEND);
+    pages::log_and_apply(fork.logged, &parts, pages::XLOG_ANKER_APPEND);
     table.log_tail.store(block, Ordering::Release);
     pg_sys::UnlockReleaseBuffer(tail);
     pg_sys::UnlockReleaseBuffer(mbuf);
@@ -365,7 +382,7 @@ unsafe fn init_fork(fork: Fork, table: &Table) {
         Part { buf: meta, new: true, meta: true, op: pages::meta_op(Meta { head: first_block, free: INVALID, generation: 0, pending: INVALID }), logged: None },
         Part { buf: first, new: true, meta: false, op: pages::log_op(Some((INVALID, PAGE_HEADER)), &chunk), logged: None },
     ];
-    pages::log_and_apply(fork.permanent, &parts, pages::XLOG_ANKER_APPEND);
+    pages::log_and_apply(fork.logged, &parts, pages::XLOG_ANKER_APPEND);
     pg_sys::UnlockReleaseBuffer(meta);
     pg_sys::UnlockReleaseBuffer(first);
     table.durable_seq.store(seq, Ordering::Release);
@@ -429,14 +446,14 @@ unsafe fn append_to_tail(fork: Fork, tail: pg_sys::Buffer, entries: &[u8], for_r
     pages::log_op_into(&mut op, link, &[&header[..header_len], entries]);
     // The record carries the entries without its xid when it is the one
     // XLogInsert will write (GetCurrentTransactionIdIfAny, as there).
-    let logged = for_record.filter(|&(_, xid)| fork.permanent && u32::from(crate::pg_leaf::GetCurrentTransactionIdIfAny()) == xid).map(|(short, _)| {
+    let logged = for_record.filter(|&(_, xid)| fork.logged && u32::from(crate::pg_leaf::GetCurrentTransactionIdIfAny()) == xid).map(|(short, _)| {
         let (header, header_len) = chunk::header(WHOLE_FOR_RECORD, short.len());
         let mut logged = std::mem::take(&mut *(&raw mut RECORD_TAIL_OP));
         pages::log_op_into(&mut logged, link, &[&header[..header_len], short]);
         logged
     });
     let parts = [Part { buf: tail, new: false, meta: false, op, logged }];
-    pages::log_and_apply(fork.permanent, &parts, info);
+    pages::log_and_apply(fork.logged, &parts, info);
     let [part] = parts;
     *(&raw mut TAIL_OP) = part.op;
     if let Some(logged) = part.logged {
@@ -481,7 +498,7 @@ unsafe fn append_chunk(fork: Fork, tail: Option<pg_sys::Buffer>, chunk: &[u8], i
     if let Some((mbuf, m)) = meta {
         parts.push(Part { buf: mbuf, new: false, meta: true, op: pages::meta_op(m), logged: None });
     }
-    pages::log_and_apply(fork.permanent, &parts, info);
+    pages::log_and_apply(fork.logged, &parts, info);
     // Keep the new last block locked; release the others once writers
     // waiting for them can see the log moved on.
     let last = bufs.last().expect("a chunk is never empty").0;
@@ -749,7 +766,8 @@ impl Loader<'_> {
 pub fn ensure_loaded(key: &TableKey, rnode: pg_sys::RelFileNode, permanent: bool) -> Option<&'static Table> {
     let arena = shmem::arena();
     let dir = shmem::directory();
-    let fork = Fork { rel: std::ptr::null_mut(), rnode, permanent };
+    // SAFETY: reads backend state.
+    let fork = unsafe { Fork::new(std::ptr::null_mut(), rnode, permanent) };
     // SAFETY: a flag read.
     let recovery = unsafe { pg_sys::RecoveryInProgress() };
     let (table, started) = loop {

@@ -302,12 +302,12 @@ mod in_crit_section {
     }
 }
 
-/// Apply `parts` and, for a permanent relation, log them as one record of
+/// Apply `parts` and, for a `logged` relation file, log them as one record of
 /// kind `info`, in one critical section (`START_CRIT_SECTION`: an error in
 /// it is a PANIC, as for heap).
-pub unsafe fn log_and_apply(permanent: bool, parts: &[Part], info: u8) {
+pub unsafe fn log_and_apply(logged: bool, parts: &[Part], info: u8) {
     use in_crit_section::*;
-    if permanent && parts.len() > pg_sys::XLR_NORMAL_MAX_BLOCK_ID as usize {
+    if logged && parts.len() > pg_sys::XLR_NORMAL_MAX_BLOCK_ID as usize {
         // (allocates: before the critical section)
         pg_sys::XLogEnsureRecordSpace(parts.len() as i32 - 1, parts.len() as i32 + 1);
     }
@@ -316,7 +316,7 @@ pub unsafe fn log_and_apply(permanent: bool, parts: &[Part], info: u8) {
         apply(page(part.buf), part.new, part.meta, &part.op);
         MarkBufferDirty(part.buf);
     }
-    if permanent {
+    if logged {
         XLogBeginInsert();
         let mut main = RecordHeader { new_pages: 0, meta_pages: 0 };
         for (k, part) in parts.iter().enumerate() {
