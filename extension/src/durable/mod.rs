@@ -69,7 +69,11 @@ impl Log {
             if self.count == 0 {
                 self.record_xid = xid;
             }
-            if xid != self.record_xid {
+            // Entries that outgrow a block go to several, in a record of
+            // page operations (`append_chunk`), not in the shorter form only
+            // an append to the tail block logs: stop framing that form (a
+            // COPY batch's thousand rows).
+            if xid != self.record_xid || self.entries.len() > PAGE_DATA {
                 self.record_xid = 0;
             }
             if self.record_xid != 0 {

@@ -245,8 +245,15 @@ fn insert_logged(
     durable::write(rel, table, |log| {
         table.insert_rows(shmem::arena(), rows, blobs, xid, cid, flags, locker, ids).or_raise();
         if log.is_enabled() {
+            // (one vector of values for all the rows)
+            let mut values = Vec::with_capacity(rows.first().map_or(0, |r| r.len()));
             for (k, &row) in ids.iter().enumerate() {
-                log.push(&Change::Insert { row, xmin: xid, cmin: cid, flags, locker, values: rows[k].iter().map(Val::from_value).collect() });
+                values.clear();
+                values.extend(rows[k].iter().map(Val::from_value));
+                let change = Change::Insert { row, xmin: xid, cmin: cid, flags, locker, values };
+                log.push(&change);
+                let Change::Insert { values: v, .. } = change else { unreachable!() };
+                values = v;
             }
         }
     })
