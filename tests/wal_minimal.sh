@@ -62,6 +62,13 @@ cases=(
      UPDATE @T@ SET v = 'undone' WHERE id % 3 = 0; DELETE FROM @T@ WHERE id % 5 = 0;
      INSERT INTO @T@ SELECT g, 'undone' FROM generate_series(40001, 41000) g; ROLLBACK TO s;
      UPDATE @T@ SET v = v || '!' WHERE id % 4 = 0; COMMIT;"
+    # refilled, updated by a released subtransaction, rolled back: the abort's undo is written
+    # (and logged) after the abort record that drops the new file
+    "undone|CREATE TABLE @T@ (id int PRIMARY KEY, v text) USING @AM@;
+     INSERT INTO @T@ SELECT g, 'kept' FROM generate_series(1, 100) g;
+     BEGIN; TRUNCATE @T@; INSERT INTO @T@ SELECT g, 'gone' FROM generate_series(1, 20000) g;
+     SAVEPOINT s; UPDATE @T@ SET v = 'undone' WHERE id % 2 = 0; RELEASE s; ROLLBACK;
+     UPDATE @T@ SET v = 'kept!' WHERE id % 10 = 0;"
     # created and filled, then rolled back: nothing may come back
     "rolled_back|CREATE TABLE @T@ (id int PRIMARY KEY, v text) USING @AM@;
      BEGIN; TRUNCATE @T@; INSERT INTO @T@ SELECT g, 'gone' FROM generate_series(1, 20000) g; ROLLBACK;
