@@ -1,5 +1,6 @@
--- pgbench script of the transfer stress tests (tests/snapshot_stress.sh, and in the QEMU
--- guest kernel-patch/tests/guest-stress.sh): move money between two of 20,000 accounts;
+-- pgbench script of the transfer stress tests (tests/snapshot_stress.sh,
+-- tests/standby_load_races.sh, tests/wal_minimal.sh, and in the QEMU guest
+-- kernel-patch/tests/guest-stress.sh): move money between two of 20,000 accounts;
 -- the total never changes (tests/transfer_reader.sql checks it).
 \set a random(1, 20000)
 \set b random(1, 20000)
