@@ -9,7 +9,9 @@
 #   bench/bulk_minimal.sh [--rows N] [--rounds R] [--a OLD.so --b NEW.so]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-ROWS=1000000; ROUNDS=4; A=; B=
+BENCH=$ROOT/bench
+. "$BENCH/lib/two_builds.sh"   # (sets A= B=: before the options)
+ROWS=1000000; ROUNDS=4
 while [ $# -gt 0 ]; do
     case $1 in
         --rows) ROWS=$2; shift 2 ;;
@@ -19,21 +21,11 @@ while [ $# -gt 0 ]; do
         *) sed -n '2,9p' "$0" >&2; exit 2 ;;
     esac
 done
-. "$ROOT/bench/lib/cluster.sh"
-LIB=$("${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}" --pkglibdir)/anker.so
-SAVED=
-finish() {
-    cluster_cleanup
-    if [ -n "$SAVED" ]; then cp "$SAVED" "$LIB" && rm -f "$SAVED"; fi
-}
-trap finish EXIT
-if [ -n "$A" ]; then
-    [ -f "$A" ] && [ -f "$B" ] || { echo "--a and --b must name two anker.so files" >&2; exit 2; }
-    SAVED=$(mktemp /tmp/anker-installed.XXXXXX.so)
-    cp "$LIB" "$SAVED"
-    cp "$A" "$LIB"
+if [ -n "$A$B" ]; then
+    two_builds_install "$A"
     ENGINES=(A B)
 else
+    trap cluster_cleanup EXIT
     ENGINES=(heap anker)
 fi
 export PGOPTIONS="-c client_min_messages=warning"
@@ -69,11 +61,7 @@ for r in $(seq 1 "$ROUNDS"); do
     order=("${ENGINES[@]}")
     [ $((r % 2)) = 0 ] && order=("${ENGINES[1]}" "${ENGINES[0]}")
     for e in "${order[@]}"; do
-        if [ -n "$A" ]; then
-            cluster_stop
-            cp "${!e}" "$LIB"
-            _cluster_as_owner "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -l "$CLUSTER_LOG" -w -t 120 start >/dev/null
-        fi
+        if [ -n "$A" ]; then two_builds_restart_with "${!e}"; fi
         for how in new existing; do
             read -r s w < <(load "$(engine_am "$e")" "$how")
             printf 'round %d %-5s %-8s %7.2f s %12d WAL bytes\n' "$r" "$e" "$how" "$s" "$w"

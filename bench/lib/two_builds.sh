@@ -2,6 +2,8 @@
 # saved and put back at exit (also on failure), build A installed and a throwaway cluster
 # started with it. Source it, set the defaults (W, CLIENTS, DURATION, ROUNDS), then call
 # two_builds_start USAGE_LINES "$@" (USAGE_LINES: the sed range of the script's usage text).
+# Scripts with a cluster of their own (bench/bulk_minimal.sh) call two_builds_install A
+# before cluster_start and two_builds_restart_with to swap builds.
 BENCH=${BENCH:?set BENCH before sourcing two_builds.sh}
 . "$BENCH/lib/cluster.sh"
 . "$BENCH/lib/tpcc.sh"
@@ -23,19 +25,25 @@ two_builds_start() { # usage_lines args...
             *) sed -n "$usage" "$0" >&2; exit 2 ;;
         esac
     done
-    [ -f "$A" ] && [ -f "$B" ] || { echo "--a and --b must name two anker.so files" >&2; exit 2; }
     tpcc_mix_args standard
-    SAVED=$(mktemp /tmp/anker-installed.XXXXXX.so)
-    cp "$LIB" "$SAVED"
-    trap two_builds_finish EXIT
+    two_builds_install "$A"
     export PGOPTIONS="-c client_min_messages=warning"
-    cp "$A" "$LIB"
     cluster_start "shared_preload_libraries = 'anker'" "shared_buffers = '2GB'" "synchronous_commit = off" \
         "max_wal_size = '16GB'" "checkpoint_timeout = '30min'" "max_parallel_workers_per_gather = 0" \
         "jit = off" "${CONF[@]}"
     WORK=$(cluster_workdir)
     threads=$CLIENTS
     if [ "$threads" -gt "$(nproc)" ]; then threads=$(nproc); fi
+}
+
+# Check that $A and $B name two builds, save the installed anker.so (put back at exit, with
+# the cluster cleaned up, also on failure) and install `$1`.
+two_builds_install() {
+    [ -f "$A" ] && [ -f "$B" ] || { echo "--a and --b must name two anker.so files" >&2; exit 2; }
+    SAVED=$(mktemp /tmp/anker-installed.XXXXXX.so)
+    cp "$LIB" "$SAVED"
+    trap two_builds_finish EXIT
+    cp "$1" "$LIB"
 }
 
 two_builds_finish() {
