@@ -651,6 +651,93 @@ pub(crate) fn xid_follows(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) > 0
 }
 
+/// Store non-NULL `v` (`blob`: its prepared blob, if any) at `dst`, column
+/// `c`'s element for a row, in a page private to the live column.
+#[inline]
+fn write_value(c: &Column, dst: *mut u8, v: &Value, blob: Off) {
+    let width = 1usize << c.width_shift;
+    match v {
+        Value::Null => {}
+        Value::Fixed(b) => {
+            write_fixed(dst, width, b);
+            c.widen(b);
+        }
+        Value::Inline(b) => {
+            debug_assert!(b.len() <= width && !b.is_empty() && b[0] != 0);
+            write_fixed(dst, width, b)
+        }
+        Value::Numeric(b) => write_fixed(dst, width, &decimal::numeric_slot(b)),
+        Value::Blob(b) => {
+            let mut slot = [0u8; VAR_SLOT];
+            slot[4..8].copy_from_slice(&(b.len() as u32).to_ne_bytes());
+            slot[8..16].copy_from_slice(&blob.to_ne_bytes());
+            write_fixed(dst, width, &slot)
+        }
+    }
+}
+
+/// The page of one page table that a batch's rows last went to. A batch
+/// of consecutive rows stays on a page for thousands of rows, so the page
+/// is looked up when the rows move to the next one, not for every row.
+struct RunPage {
+    idx: u64,
+    page: *mut u8,
+    writable: bool,
+}
+
+impl RunPage {
+    fn new() -> RunPage {
+        RunPage { idx: u64::MAX, page: std::ptr::null_mut(), writable: false }
+    }
+
+    #[inline]
+    fn seek(&mut self, pt: &PageTable, arena: &Arena, row: u64) {
+        let idx = row >> pt.rows_shift();
+        if idx != self.idx {
+            self.idx = idx;
+            self.page = pt.page_for_row(arena, row).unwrap_or(std::ptr::null_mut());
+            self.writable = false;
+        }
+    }
+
+    /// The page holding `row`, null when it was never written.
+    #[inline]
+    fn readable_or_null(&mut self, pt: &PageTable, arena: &Arena, row: u64) -> *mut u8 {
+        self.seek(pt, arena, row);
+        self.page
+    }
+
+    /// The page holding `row`, which must exist.
+    #[inline]
+    fn readable(&mut self, pt: &PageTable, arena: &Arena, row: u64) -> *mut u8 {
+        let p = self.readable_or_null(pt, arena, row);
+        assert!(!p.is_null(), "page of row {row} missing");
+        p
+    }
+
+    /// [`PageTable::page_for_write`] for `row`, once per page: a page made
+    /// private stays the live column's while the caller holds the table's
+    /// latch (no snapshot can start).
+    #[inline]
+    fn writable(
+        &mut self,
+        pt: &PageTable,
+        arena: &Arena,
+        heap: &Heap,
+        row: u64,
+        epoch: u32,
+        retire: &mut dyn FnMut(Replaced),
+    ) -> AllocResult<*mut u8> {
+        let idx = row >> pt.rows_shift();
+        if idx != self.idx || !self.writable {
+            self.page = pt.page_for_write(arena, heap, row, epoch, retire)?;
+            self.idx = idx;
+            self.writable = true;
+        }
+        Ok(self.page)
+    }
+}
+
 fn write_fixed(dst: *mut u8, width: usize, src: &[u8]) {
     let n = src.len().min(width);
     // SAFETY: dst points at a `width`-byte element inside a writable page.
@@ -1394,16 +1481,6 @@ impl Table {
         freed
     }
 
-    /// Write the user values of `row` (caller holds the latch shared and
-    /// owns the row).
-    fn write_values(&self, arena: &Arena, row: u64, values: &[Value], blobs: &[Off], epoch: u32) -> AllocResult<()> {
-        let mut retire = |r| self.retire_replaced(arena, r);
-        for (i, v) in values.iter().enumerate() {
-            self.write_one(arena, self.column(arena, i), row, v, blobs[i], epoch, &mut retire)?;
-        }
-        Ok(())
-    }
-
     /// Store one value (`blob`: its prepared blob, if any) in column `c`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn write_one(
@@ -1426,36 +1503,18 @@ impl Table {
             return Ok(());
         }
         let p = c.values.page_for_write(arena, &self.heap, row, epoch, retire)?;
-        let width = 1usize << c.width_shift;
         // SAFETY: element index within the page.
         let dst = unsafe { p.add(((row & (c.values.rows_per_page() - 1)) as usize) << c.width_shift) };
-        match v {
-            Value::Null => {}
-            Value::Fixed(b) => {
-                write_fixed(dst, width, b);
-                c.widen(b);
-            }
-            Value::Inline(b) => {
-                debug_assert!(b.len() <= width && !b.is_empty() && b[0] != 0);
-                write_fixed(dst, width, b)
-            }
-            Value::Numeric(b) => write_fixed(dst, width, &decimal::numeric_slot(b)),
-            Value::Blob(b) => {
-                let mut slot = [0u8; VAR_SLOT];
-                slot[4..8].copy_from_slice(&(b.len() as u32).to_ne_bytes());
-                slot[8..16].copy_from_slice(&blob.to_ne_bytes());
-                write_fixed(dst, width, &slot)
-            }
-        }
+        write_value(c, dst, v, blob);
         Ok(())
     }
 
     /// Insert rows created by `(xid, cid)`. `rows[i]` holds one value per
     /// column; `blobs` the result of [`prepare_blobs`](Self::prepare_blobs)
-    /// for all rows in order. Returns the first row id; rows are consecutive.
+    /// for all rows in order. The new rows' ids go to `out`.
     ///
-    /// On error, rows not yet complete stay vacant and their blobs are freed;
-    /// complete rows remain, stamped by `xid`, which the caller's abort hides.
+    /// On error no row of the batch is published: all stay vacant, go back
+    /// to the free list, and their blobs are freed.
     #[allow(clippy::too_many_arguments)] // a row's full stamp, spelt out
     pub fn insert_rows(
         &self,
@@ -1469,6 +1528,7 @@ impl Table {
         out: &mut Vec<u64>,
     ) -> AllocResult<()> {
         let ncols = self.ncols();
+        assert!(rows.iter().all(|values| values.len() == ncols));
         out.clear();
         self.take_free_rows(arena, rows.len(), out);
         let _g = self.latch.shared();
@@ -1478,37 +1538,34 @@ impl Table {
             let first = self.nrows.fetch_add(n, Ordering::AcqRel);
             out.extend(first..first + n);
         }
-        for (k, values) in rows.iter().enumerate() {
-            let row = out[k];
-            assert_eq!(values.len(), ncols);
-            let res = self.write_new_row(arena, row, values, &blobs[k * ncols..(k + 1) * ncols], xid, cid, extra_flags, locker, epoch);
-            if let Err(e) = res {
-                // Rows from here on go back to the free list and their
-                // blobs are freed; rows before k are complete and keep theirs.
-                for &r in &out[k..] {
-                    if let Some(s) = self.stamp(arena, r) {
-                        s.flags.fetch_or(flag::VACANT, Ordering::Release);
-                    }
+        if let Err(e) = self.write_new_rows(arena, out, rows, blobs, xid, cid, extra_flags, locker, epoch) {
+            for &r in out.iter() {
+                if let Some(s) = self.stamp(arena, r) {
+                    s.flags.fetch_or(flag::VACANT, Ordering::Release);
                 }
-                self.discard_blobs(arena, &blobs[k * ncols..]);
-                let rest: Vec<u64> = out[k..].to_vec();
-                drop(_g);
-                self.push_free_rows(arena, &rest);
-                out.truncate(k);
-                return Err(e);
             }
+            self.discard_blobs(arena, blobs);
+            let ids = std::mem::take(out);
+            drop(_g);
+            self.push_free_rows(arena, &ids);
+            return Err(e);
         }
         Ok(())
     }
 
-    /// Write a whole row at `row`, an id nobody else uses (fresh, from the
-    /// free list, or given by redo) and publish it.
+    /// Write whole rows at `ids`, ids nobody else uses (fresh, from the free
+    /// list, or given by redo), and publish them. The system columns' pages
+    /// come first and keep the rows unpublished; then each column is
+    /// written down the batch, so that a page is looked up once for the
+    /// rows it holds rather than once per value (a COPY batch's rows are
+    /// consecutive); then the stamps publish the rows. An error leaves
+    /// every row unpublished. The caller holds the latch shared.
     #[allow(clippy::too_many_arguments)] // a row's full stamp, spelt out
-    fn write_new_row(
+    fn write_new_rows(
         &self,
         arena: &Arena,
-        row: u64,
-        values: &[Value],
+        ids: &[u64],
+        rows: &[&[Value]],
         blobs: &[Off],
         xid: u32,
         cid: u32,
@@ -1516,32 +1573,85 @@ impl Table {
         locker: u32,
         epoch: u32,
     ) -> AllocResult<()> {
+        let ncols = self.ncols();
         let mut retire = |r| self.retire_replaced(arena, r);
-        // system columns first: their pages must exist before xmin is set
-        let sp = self.stamps.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
-        // SAFETY: element index within the page; the row id is ours alone.
-        let s = unsafe { self.stamps.element::<Stamp>(sp, row) };
-        // Keep the row unpublished while we write it: fresh rows have xmin
-        // 0, reused ones stay VACANT until the final store.
-        let old = s.flags.load(Ordering::Relaxed);
-        s.flags.store(old | flag::VACANT, Ordering::Relaxed);
-        // The block's summary word must exist, so that every later writer's
-        // touch bumps it (see `mark_block_clean`).
-        self.summaries.page_for_write(arena, &self.heap, row >> crate::version::SUMMARY_ROWS_SHIFT, epoch, &mut retire)?;
-        self.touch_block(arena, row);
-        let cp = self.cids.page_for_write(arena, &self.heap, row, epoch, &mut retire)?;
-        self.write_values(arena, row, values, blobs, epoch)?;
-        // SAFETY: as above, for cids.
-        let c = unsafe { self.cids.element::<Cids>(cp, row) };
-        c.cmin.store(cid, Ordering::Relaxed);
-        c.cmax.store(0, Ordering::Relaxed);
-        // Links stay unwritten (their pages may not even exist) until a row
-        // gets a version chain or a successor.
-        s.xmax.store(0, Ordering::Relaxed);
-        s.locker.store(locker, Ordering::Relaxed);
-        s.xmin.store(xid, Ordering::Release);
-        let seq = (old & !((1 << flag::SEQ_SHIFT) - 1)).wrapping_add(flag::SEQ_ONE);
-        s.flags.store(seq | extra_flags, Ordering::Release);
+        let (mut stamps, mut cids, mut summaries) = (RunPage::new(), RunPage::new(), RunPage::new());
+        for &row in ids {
+            // system columns first: their pages must exist before xmin is set
+            let sp = stamps.writable(&self.stamps, arena, &self.heap, row, epoch, &mut retire)?;
+            // SAFETY: element index within the page; the row id is ours alone.
+            let s = unsafe { self.stamps.element::<Stamp>(sp, row) };
+            // Keep the row unpublished while we write it: fresh rows have
+            // xmin 0, reused ones stay VACANT until the final store.
+            let old = s.flags.load(Ordering::Relaxed);
+            s.flags.store(old | flag::VACANT, Ordering::Relaxed);
+            // The block's summary word must exist, so that every later
+            // writer's touch bumps it (see `mark_block_clean`).
+            summaries.writable(&self.summaries, arena, &self.heap, row >> crate::version::SUMMARY_ROWS_SHIFT, epoch, &mut retire)?;
+            self.touch_block(arena, row);
+            cids.writable(&self.cids, arena, &self.heap, row, epoch, &mut retire)?;
+        }
+        for i in 0..ncols {
+            let c = self.column(arena, i);
+            let (mut values, mut nulls) = (RunPage::new(), RunPage::new());
+            for (k, &row) in ids.iter().enumerate() {
+                self.write_run_value(arena, c, row, &rows[k][i], blobs[k * ncols + i], epoch, &mut values, &mut nulls, &mut retire)?;
+            }
+        }
+        // Publish. Every page below was made private above (and no snapshot
+        // can start: we hold the latch), so reading it suffices.
+        let (mut stamps, mut cids) = (RunPage::new(), RunPage::new());
+        for &row in ids {
+            // SAFETY: element indexes within their pages, made above.
+            let (s, c) = unsafe {
+                (
+                    self.stamps.element::<Stamp>(stamps.readable(&self.stamps, arena, row), row),
+                    self.cids.element::<Cids>(cids.readable(&self.cids, arena, row), row),
+                )
+            };
+            c.cmin.store(cid, Ordering::Relaxed);
+            c.cmax.store(0, Ordering::Relaxed);
+            // Links stay unwritten (their pages may not even exist) until a
+            // row gets a version chain or a successor.
+            s.xmax.store(0, Ordering::Relaxed);
+            s.locker.store(locker, Ordering::Relaxed);
+            s.xmin.store(xid, Ordering::Release);
+            let seq = (s.flags.load(Ordering::Relaxed) & !((1 << flag::SEQ_SHIFT) - 1)).wrapping_add(flag::SEQ_ONE);
+            s.flags.store(seq | extra_flags, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// [`write_one`](Self::write_one) for a row of a batch written column by
+    /// column: `values` and `nulls` are the column's pages the batch last
+    /// wrote.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn write_run_value(
+        &self,
+        arena: &Arena,
+        c: &Column,
+        row: u64,
+        v: &Value,
+        blob: Off,
+        epoch: u32,
+        values: &mut RunPage,
+        nulls: &mut RunPage,
+        retire: &mut dyn FnMut(Replaced),
+    ) -> AllocResult<()> {
+        let is_null = matches!(v, Value::Null);
+        // The null bitmap page only exists once a NULL was stored.
+        if is_null || !nulls.readable_or_null(&c.nulls, arena, row).is_null() {
+            let np = nulls.writable(&c.nulls, arena, &self.heap, row, epoch, retire)?;
+            bits::set(np, row & (c.nulls.rows_per_page() - 1), is_null);
+        }
+        if is_null {
+            return Ok(());
+        }
+        let p = values.writable(&c.values, arena, &self.heap, row, epoch, retire)?;
+        // SAFETY: element index within the page.
+        let dst = unsafe { p.add(((row & (c.values.rows_per_page() - 1)) as usize) << c.width_shift) };
+        write_value(c, dst, v, blob);
         Ok(())
     }
 
@@ -1566,7 +1676,7 @@ impl Table {
         let _g = self.latch.shared();
         let epoch = self.snap_epoch.load(Ordering::Acquire);
         let keep = flags & !(flag::HINTS | flag::LATCH | flag::SEQ_CHECK);
-        let res = self.write_new_row(arena, row, &padded, &blobs, xmin, cmin, keep, locker, epoch);
+        let res = self.write_new_rows(arena, &[row], &[&padded], &blobs, xmin, cmin, keep, locker, epoch);
         if res.is_err() {
             self.discard_blobs(arena, &blobs);
         } else {
@@ -2368,6 +2478,104 @@ mod tests {
         assert!(dir.drop_table(&a, &key));
         assert_eq!(a.stats().used_bytes, base);
         assert!(dir.lookup(&a, &key).is_none());
+    }
+
+    /// Batches, as COPY writes them, go in a column at a time: across page
+    /// boundaries, with a null bitmap page that first appears within a
+    /// batch, into reused row ids whose old NULL bits must be cleared; and
+    /// a batch that runs out of memory publishes none of its rows.
+    #[test]
+    fn batches_write_whole_rows_or_none() {
+        let a = setup();
+        let dir = Directory::get(&a).unwrap();
+        let specs = || vec![ColumnSpec::fixed(8), ColumnSpec::var(), ColumnSpec::fixed(4)];
+        let t = dir.get_or_create(&a, &[6, 6, 6, 0], &specs).unwrap();
+        let text = vec![b't'; 400];
+        let mut inline = [0u8; 16];
+        inline[0] = b'i';
+        // (first column, None: NULL; second: 0 blob, 1 inline, 2 NULL; third)
+        type Row = (Option<u64>, u8, u32);
+        fn values_of<'v>(r: &Row, k0: &'v [u8; 8], k2: &'v [u8; 4], text: &'v [u8], inline: &'v [u8]) -> Vec<Value<'v>> {
+            let len = 20 + (r.2 as usize % 300);
+            let var = match r.1 {
+                0 => Value::Blob(&text[..len]),
+                1 => Value::Inline(inline),
+                _ => Value::Null,
+            };
+            vec![r.0.map_or(Value::Null, |_| Value::Fixed(k0)), var, Value::Fixed(k2)]
+        }
+        let insert = |rows: &[Row]| -> AllocResult<Vec<u64>> {
+            let keys: Vec<([u8; 8], [u8; 4])> = rows.iter().map(|r| (r.0.unwrap_or(0).to_ne_bytes(), r.2.to_ne_bytes())).collect();
+            let vals: Vec<Vec<Value>> = rows.iter().zip(&keys).map(|(r, (k0, k2))| values_of(r, k0, k2, &text, &inline)).collect();
+            let flat: Vec<Value> = vals.iter().flatten().cloned().collect();
+            let mut blobs = vec![];
+            t.prepare_blobs(&a, &flat, &mut blobs)?;
+            let refs: Vec<&[Value]> = vals.iter().map(|v| v.as_slice()).collect();
+            let mut out = vec![];
+            t.insert_rows(&a, &refs, &blobs, 100, 0, 0, 0, &mut out)?;
+            Ok(out)
+        };
+        let check = |row: u64, r: &Row| {
+            assert_eq!(read(&a, t, 0, row), r.0.map(|k| k.to_ne_bytes().to_vec()), "row {row}");
+            match r.1 {
+                0 => assert_eq!(read(&a, t, 1, row).unwrap(), text[..20 + (r.2 as usize % 300)]),
+                1 => assert_eq!(read(&a, t, 1, row).unwrap()[0], b'i'),
+                _ => assert!(read(&a, t, 1, row).is_none()),
+            }
+            assert_eq!(read(&a, t, 2, row).unwrap(), r.2.to_ne_bytes());
+            assert_eq!(t.header(&a, row).unwrap().xmin, 100);
+        };
+        // 20 batches of 1,000: the first column's first NULL is row 10,003
+        let rows: Vec<Row> =
+            (0..20_000u64).map(|i| ((i < 10_000 || i % 7 != 0).then_some(i), (i % 3) as u8, i as u32)).collect();
+        for (b, batch) in rows.chunks(1000).enumerate() {
+            assert_eq!(insert(batch).unwrap(), (b as u64 * 1000..(b as u64 + 1) * 1000).collect::<Vec<_>>());
+        }
+        for (i, r) in rows.iter().enumerate() {
+            check(i as u64, r);
+        }
+        // vacate every other row of 10,000..12,000 (NULLs among them), then
+        // refill them and 500 fresh ones with values that are never NULL
+        let vacated: Vec<u64> = (10_000..12_000).step_by(2).collect();
+        t.vacate_rows(&a, &vacated);
+        let refill: Vec<Row> = (0..1500u64).map(|j| (Some(1_000_000 + j), (j % 2) as u8, 7 + j as u32)).collect();
+        let ids = insert(&refill).unwrap();
+        let mut reused: Vec<u64> = ids.iter().copied().filter(|&r| r < 20_000).collect();
+        reused.sort_unstable();
+        assert_eq!(reused, vacated);
+        assert_eq!(ids.iter().filter(|&&r| r >= 20_000).count(), 500);
+        for (id, r) in ids.iter().zip(&refill) {
+            check(*id, r);
+        }
+        for row in (10_001..12_000).step_by(2) {
+            check(row, &rows[row as usize]);
+        }
+
+        // memory runs out: every batch is all there or not there at all
+        let a = Arena::create_private(16 << 20).unwrap();
+        a.format(4).unwrap();
+        let dir = Directory::create(&a, 64).unwrap();
+        let t = dir.get_or_create(&a, &[7, 7, 7, 0], &|| vec![ColumnSpec::fixed(8); 6]).unwrap();
+        let mut batches = 0u64;
+        loop {
+            let keys: Vec<[u8; 8]> = (0..1000u64).map(|i| (batches * 1000 + i).to_ne_bytes()).collect();
+            let vals: Vec<Vec<Value>> = keys.iter().map(|k| vec![Value::Fixed(k); 6]).collect();
+            let refs: Vec<&[Value]> = vals.iter().map(|v| v.as_slice()).collect();
+            if t.insert_rows(&a, &refs, &[NULL_OFF; 6000], 10, 0, 0, 0, &mut vec![]).is_err() {
+                break;
+            }
+            batches += 1;
+        }
+        assert!(batches > 0);
+        let live: Vec<u64> = (0..t.nrows()).filter(|&r| t.header(&a, r).is_some()).collect();
+        assert_eq!(live.len() as u64, batches * 1000);
+        // (the failed batch's ids go to the free list as far as memory for it lasts)
+        assert!(t.free_rows() <= t.nrows() - batches * 1000);
+        for (k, &r) in live.iter().enumerate() {
+            for col in 0..6 {
+                assert_eq!(read(&a, t, col, r).unwrap(), (k as u64).to_ne_bytes());
+            }
+        }
     }
 
     #[test]
