@@ -887,6 +887,7 @@ impl Table {
         let col = unsafe { arena.get::<Column>(c) };
         let rows = self.nrows();
         let res = (|| -> AllocResult<()> {
+            let (mut values, mut nulls) = (RunPage::new(), RunPage::new());
             for row in 0..rows {
                 let mut blob = NULL_OFF;
                 if let Value::Blob(b) = fill {
@@ -894,7 +895,7 @@ impl Table {
                     // SAFETY: fresh allocation of b.len() bytes.
                     unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), arena.ptr::<u8>(blob), b.len()) };
                 }
-                self.write_one(arena, col, row, &fill, blob, epoch, &mut retire)?;
+                self.write_run_value(arena, col, row, &fill, blob, epoch, &mut values, &mut nulls, &mut retire)?;
             }
             Ok(())
         })();
@@ -1493,20 +1494,7 @@ impl Table {
         epoch: u32,
         retire: &mut dyn FnMut(Replaced),
     ) -> AllocResult<()> {
-        let is_null = matches!(v, Value::Null);
-        // The null bitmap page only exists once a NULL was stored.
-        if is_null || c.nulls.page_for_row(arena, row).is_some() {
-            let np = c.nulls.page_for_write(arena, &self.heap, row, epoch, retire)?;
-            bits::set(np, row & (c.nulls.rows_per_page() - 1), is_null);
-        }
-        if is_null {
-            return Ok(());
-        }
-        let p = c.values.page_for_write(arena, &self.heap, row, epoch, retire)?;
-        // SAFETY: element index within the page.
-        let dst = unsafe { p.add(((row & (c.values.rows_per_page() - 1)) as usize) << c.width_shift) };
-        write_value(c, dst, v, blob);
-        Ok(())
+        self.write_run_value(arena, c, row, v, blob, epoch, &mut RunPage::new(), &mut RunPage::new(), retire)
     }
 
     /// Insert rows created by `(xid, cid)`. `rows[i]` holds one value per
@@ -1622,9 +1610,9 @@ impl Table {
         Ok(())
     }
 
-    /// [`write_one`](Self::write_one) for a row of a batch written column by
-    /// column: `values` and `nulls` are the column's pages the batch last
-    /// wrote.
+    /// [`write_one`](Self::write_one), where `values` and `nulls` are the
+    /// column's pages the rows before this one went to (a batch written
+    /// column by column), looked up again only when `row` is on another.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     fn write_run_value(
