@@ -690,20 +690,15 @@ impl RunPage {
         RunPage { idx: u64::MAX, page: std::ptr::null_mut(), writable: false }
     }
 
+    /// The page holding `row`, null when it was never written.
     #[inline]
-    fn seek(&mut self, pt: &PageTable, arena: &Arena, row: u64) {
+    fn readable_or_null(&mut self, pt: &PageTable, arena: &Arena, row: u64) -> *mut u8 {
         let idx = row >> pt.rows_shift();
         if idx != self.idx {
             self.idx = idx;
             self.page = pt.page_for_row(arena, row).unwrap_or(std::ptr::null_mut());
             self.writable = false;
         }
-    }
-
-    /// The page holding `row`, null when it was never written.
-    #[inline]
-    fn readable_or_null(&mut self, pt: &PageTable, arena: &Arena, row: u64) -> *mut u8 {
-        self.seek(pt, arena, row);
         self.page
     }
 
@@ -1574,9 +1569,11 @@ impl Table {
             let old = s.flags.load(Ordering::Relaxed);
             s.flags.store(old | flag::VACANT, Ordering::Relaxed);
             // The block's summary word must exist, so that every later
-            // writer's touch bumps it (see `mark_block_clean`).
-            summaries.writable(&self.summaries, arena, &self.heap, row >> crate::version::SUMMARY_ROWS_SHIFT, epoch, &mut retire)?;
-            self.touch_block(arena, row);
+            // writer's touch bumps it (see `mark_block_clean`); ours first.
+            let block = row >> crate::version::SUMMARY_ROWS_SHIFT;
+            let wp = summaries.writable(&self.summaries, arena, &self.heap, block, epoch, &mut retire)?;
+            // SAFETY: the live page holding `block`'s word.
+            crate::version::touch_summary(unsafe { self.summaries.element::<AtomicU64>(wp, block) });
             cids.writable(&self.cids, arena, &self.heap, row, epoch, &mut retire)?;
         }
         for i in 0..ncols {

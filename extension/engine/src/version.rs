@@ -580,9 +580,7 @@ impl Table {
     /// A writer is about to change a row: the block is no longer clean.
     pub(crate) fn touch_block(&self, arena: &Arena, row: u64) {
         if let Some(w) = self.summary_word(arena, row >> SUMMARY_ROWS_SHIFT) {
-            let _ = w.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-                Some(((s >> SUMMARY_VERSION_SHIFT) + 1) << SUMMARY_VERSION_SHIFT)
-            });
+            touch_summary(w);
         }
     }
 
@@ -602,6 +600,11 @@ impl Table {
         let clean = (seen & !(SUMMARY_CLEAN | 0xffff_ffff)) | SUMMARY_CLEAN | max_xmin as u64;
         let _ = w.compare_exchange(seen, clean, Ordering::AcqRel, Ordering::Relaxed);
     }
+}
+
+/// [`Table::touch_block`] on a block's summary word the caller has found.
+pub(crate) fn touch_summary(w: &AtomicU64) {
+    let _ = w.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| Some(((s >> SUMMARY_VERSION_SHIFT) + 1) << SUMMARY_VERSION_SHIFT));
 }
 
 /// Is a summary word clean, and if so, its newest creator.
