@@ -32,8 +32,8 @@ pub unsafe extern "C-unwind" fn index_fetch_begin(rel: pg_sys::Relation) -> *mut
 ///
 /// # Safety
 /// `data` was made by [`index_fetch_begin`].
-pub unsafe fn restrict_fetch(data: *mut pg_sys::IndexFetchTableData, wanted: &[bool]) {
-    (*(data as *mut IndexFetch)).reader.restrict(wanted);
+pub(super) unsafe fn restrict_fetch(data: *mut pg_sys::IndexFetchTableData, wanted: &super::modify::Columns) {
+    (*(data as *mut IndexFetch)).reader.restrict(|i| wanted.contains(i));
 }
 
 /// (nothing to do, so no guard either)

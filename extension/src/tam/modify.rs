@@ -827,8 +827,13 @@ impl Columns {
         }
     }
 
-    fn contains(&self, i: usize) -> bool {
+    pub(super) fn contains(&self, i: usize) -> bool {
         i < COLUMN_WORDS * 64 && self.0[i / 64] >> (i % 64) & 1 != 0
+    }
+
+    /// How many columns the set holds.
+    pub(super) fn len(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
     }
 
     fn iter(&self) -> impl Iterator<Item = usize> + '_ {

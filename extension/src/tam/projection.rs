@@ -27,6 +27,7 @@
 //! by TID (ModifyTable's old row, triggers, EvalPlanQual, foreign-key and
 //! unique checks) use readers of their own and stay whole.
 
+use super::modify::Columns;
 use crate::scan_node::list_cells;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -83,7 +84,7 @@ unsafe fn restrict_tree(node: *mut pg_sys::PlanState, estate: *mut pg_sys::EStat
             let ss = node as *mut pg_sys::ScanState;
             if !(*ss).ss_currentScanDesc.is_null() {
                 if let Some(wanted) = columns_read(estate, scanrelid(node), (*ss).ss_currentRelation) {
-                    super::scan::restrict_scan((*ss).ss_currentScanDesc, &wanted);
+                    super::scan::restrict_scan_to((*ss).ss_currentScanDesc, &wanted);
                 }
             }
         }
@@ -164,7 +165,7 @@ unsafe extern "C-unwind" fn begin_restricted(node: *mut pg_sys::PlanState) {
             (*ss).ss_currentScanDesc =
                 super::scan::scan_begin(rel, (*estate).es_snapshot, 0, std::ptr::null_mut(), std::ptr::null_mut(), flags);
         }
-        super::scan::restrict_scan((*ss).ss_currentScanDesc, &wanted);
+        super::scan::restrict_scan_to((*ss).ss_currentScanDesc, &wanted);
     } else {
         let iss = node as *mut pg_sys::IndexScanState;
         if (*iss).iss_ScanDesc.is_null() {
@@ -193,10 +194,10 @@ unsafe fn scanrelid(node: *mut pg_sys::PlanState) -> pg_sys::Index {
     (*((*node).plan as *mut pg_sys::Scan)).scanrelid
 }
 
-/// One flag per attribute of `rel`: does the query read it? None when the
-/// scan must fill every column (see the module documentation) or reads
-/// them all anyway.
-unsafe fn columns_read(estate: *mut pg_sys::EState, rti: pg_sys::Index, rel: pg_sys::Relation) -> Option<Vec<bool>> {
+/// The attributes of `rel` (0-based) the query reads. None when the scan
+/// must fill every column (see the module documentation) or reads them
+/// all anyway.
+unsafe fn columns_read(estate: *mut pg_sys::EState, rti: pg_sys::Index, rel: pg_sys::Relation) -> Option<Columns> {
     if rel.is_null() || !super::is_anker(rel) || (*(*rel).rd_rel).relrowsecurity || rti == 0 {
         return None;
     }
@@ -207,7 +208,7 @@ unsafe fn columns_read(estate: *mut pg_sys::EState, rti: pg_sys::Index, rel: pg_
     // (PostgreSQL's inline exec_rt_fetch)
     let rte = list_cells((*estate).es_range_table)[rti as usize - 1].ptr_value as *mut pg_sys::RangeTblEntry;
     let natts = (*(*rel).rd_att).natts as usize;
-    let mut wanted = vec![false; natts];
+    let mut wanted = Columns::default();
     // An UPDATE's assignment to an element or field (`SET a[2] = 0`,
     // `SET r.f = 0`) reads the column's old value, but privileges make it
     // an updated column, not a selected one.
@@ -215,12 +216,12 @@ unsafe fn columns_read(estate: *mut pg_sys::EState, rti: pg_sys::Index, rel: pg_
         for attno in super::bitmap_attnos(set) {
             match attno {
                 0 => return None, // a whole-row reference
-                a if a > 0 && a as usize <= natts => wanted[a as usize - 1] = true,
+                a if a > 0 && a as usize <= natts => wanted.add(a as usize - 1),
                 _ => {} // system columns: always set
             }
         }
     }
-    if wanted.iter().all(|&w| w) {
+    if wanted.len() == natts {
         return None;
     }
     crate::shmem::arena().count(anker_engine::stats::COLUMN_RESTRICTED_SCANS, 1);

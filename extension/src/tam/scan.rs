@@ -171,9 +171,10 @@ impl Reader {
         r
     }
 
-    /// Fill only the attributes flagged in `wanted` (one per attribute).
-    pub fn restrict(&mut self, wanted: &[bool]) {
-        for (i, &w) in wanted.iter().enumerate().take(self.natts) {
+    /// Fill only the attributes (0-based) for which `wanted` holds.
+    pub fn restrict(&mut self, wanted: impl Fn(usize) -> bool) {
+        for i in 0..self.natts {
+            let w = wanted(i);
             // SAFETY: needed and missing have natts entries.
             unsafe {
                 *self.needed.add(i) = *self.needed.add(i) && w;
@@ -768,7 +769,13 @@ pub fn use_snapshot(scan: pg_sys::TableScanDesc, snap: Off) {
 /// Restrict the scan to the attributes flagged in `wanted`.
 pub fn restrict_scan(scan: pg_sys::TableScanDesc, wanted: &[bool]) {
     // SAFETY: scan was created by scan_begin.
-    unsafe { desc(scan).reader.restrict(wanted) };
+    unsafe { desc(scan).reader.restrict(|i| wanted.get(i).copied().unwrap_or(true)) };
+}
+
+/// [`restrict_scan`] to a set of columns.
+pub(super) fn restrict_scan_to(scan: pg_sys::TableScanDesc, wanted: &super::modify::Columns) {
+    // SAFETY: scan was created by scan_begin.
+    unsafe { desc(scan).reader.restrict(|i| wanted.contains(i)) };
 }
 
 /// The next row id of a scan in forward order (parallel scans: this
