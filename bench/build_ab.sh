@@ -6,7 +6,11 @@
 # drift; here both builds see the same cluster, tables and minutes.
 #
 #   bench/build_ab.sh --a OLD.so --b NEW.so [--warehouses W] [--clients C] [--duration SEC]
-#                     [--rounds R] [--conf 'postgresql.conf line' ...]
+#                     [--rounds R] [--conf 'postgresql.conf line' ...] [--script FILE.pgbench]
+#
+# --script runs a pgbench script of one's own on the TPC-C tables instead of the mix (it gets
+# -D warehouses=W): bench/tpcc/stock_lookups.pgbench, say, fetches 200 random `stock` rows by
+# index a transaction, the path of index fetches almost alone.
 #
 # Make the two files from two checkouts: `cargo pgrx install --release ...` in each and copy
 # $(pg_config --pkglibdir)/anker.so away after each; both must come from sources with the same
@@ -18,12 +22,22 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
 W=4; CLIENTS=2; DURATION=25; ROUNDS=4
 . "$BENCH/lib/two_builds.sh"
-two_builds_start 2,15p "$@"
+SCRIPT=
+args=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        --script) SCRIPT=$2; shift 2 ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+two_builds_start 2,19p "${args[@]}"
+WORKLOAD=("${TPCC_MIX_ARGS[@]}")
+[ -n "$SCRIPT" ] && WORKLOAD=(-f "$(realpath "$SCRIPT")")
 tpcc_create_db tpcc "anker" "$W"
 cluster_psql -q -c CHECKPOINT
 oltp() { # $1 = seconds; prints tps
     (cd "$WORK" && cluster_run "$PG_BINDIR/pgbench" -n -M prepared -c "$CLIENTS" -j "$threads" -T "$1" \
-        -D warehouses="$W" -D uniform=0 "${TPCC_MIX_ARGS[@]}" tpcc 2>&1) |
+        -D warehouses="$W" -D uniform=0 "${WORKLOAD[@]}" tpcc 2>&1) |
         grep -Eo 'tps = [0-9.]+' | head -n1 | awk '{print $3}'
 }
 declare -A sum round_tps

@@ -6,8 +6,10 @@
 # --clients C, C clients run and one of their backends is sampled). Prints,
 # per engine, the CPU µs per transaction spent under each table AM entry point and under its
 # counterpart in the other engine, the mean of the engine's rounds, and anker's busiest
-# functions. `raw_parser` (parsing, the same work for both engines) is a control: how far it
-# differs between rounds is how far the machine drifted.
+# functions, and where the backend's CPU was: in anker.so (for heap: anker's executor hooks
+# only), in PostgreSQL and its libraries, in the kernel. `raw_parser` (parsing, the same work
+# for both engines) is a control: how far it differs between rounds is how far the machine
+# drifted.
 #
 #   bench/profile_ab.sh [--type payment|neworder|...|mix] [--warehouses W] [--seconds SEC]
 #                       [--rounds R] [--clients C] [--out DIR]
@@ -109,19 +111,24 @@ out, rest = sys.argv[1], sys.argv[2:]
 cut = rest.index("--")
 order, pairs = rest[:cut], [p.split("|") for p in rest[cut + 1:]]
 rounds = {"heap": [], "anker": []}
+places = {"heap": [], "anker": []}
 tops = []
 for k, am in enumerate(order, 1):
     lines = [l.rstrip("\n").split("\t") for l in open(f"{out}/share-{k}-{am}.tsv")]
-    rounds[am].append([float(v) for v, f in lines if not f.startswith("top: ")])
+    rounds[am].append([float(v) for v, f in lines if not f.startswith(("top: ", "in: "))])
+    places[am].append({f[4:]: float(v) for v, f in lines if f.startswith("in: ")})
     if am == "anker":
         tops.append({f[5:]: float(v) for v, f in lines if f.startswith("top: ")})
 print(f"{'':40} {'heap':>22} {'anker':>22}  anker/heap")
-for i, (label, af, hf) in enumerate(pairs):
-    h = [r[i] for r in rounds["heap"]]
-    a = [r[i] for r in rounds["anker"]]
+fmt = lambda xs: " ".join(f"{x:6.2f}" for x in xs)
+def row(label, h, a):
     ratio = statistics.mean(a) / statistics.mean(h) if statistics.mean(h) > 0 else float("nan")
-    fmt = lambda xs: " ".join(f"{x:6.2f}" for x in xs)
     print(f"{label:40} {fmt(h):>22} {fmt(a):>22}  {ratio:6.2f}")
+for i, (label, af, hf) in enumerate(pairs):
+    row(label, [r[i] for r in rounds["heap"]], [r[i] for r in rounds["anker"]])
+print("where the backend's CPU was (the sample's innermost frame):")
+for p in ("anker.so", "PostgreSQL and libraries", "the kernel"):
+    row("  in " + p, [r.get(p, 0.0) for r in places["heap"]], [r.get(p, 0.0) for r in places["anker"]])
 print("anker's busiest functions (mean µs per transaction):")
 names = set().union(*tops) if tops else set()
 mean = {n: statistics.mean(t.get(n, 0.0) for t in tops) for n in names}

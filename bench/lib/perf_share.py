@@ -8,7 +8,9 @@ A sample counts for a function when the function is anywhere on its stack (once 
 however deep the recursion). Samples are CPU time only (perf samples a task while it runs), so
 µs per transaction = samples / freq / (seconds * tps) * 1e6: the backend's CPU time spent
 under the function, per transaction. Prints one line per function, in the order given:
-"µs<TAB>function". With --top N, also the N anker:: functions with the most time.
+"µs<TAB>function". With --top N, also the N anker:: functions with the most time. Then the
+backend's time by the object its samples land in ("µs<TAB>in: anker.so", "… in: the kernel",
+"… in: PostgreSQL and libraries"): what anker's own code costs, whoever calls it.
 """
 import argparse
 import collections
@@ -37,21 +39,39 @@ def symbol(frame):
     return re.sub(r"::h[0-9a-f]{16}$", "", name)
 
 
+def place(frame):
+    """Where a frame's code lives: anker.so, the kernel, or PostgreSQL and its libraries; None
+    for a frame inlined into the next one."""
+    m = re.search(r"\(([^()]*)\)\s*$", frame)
+    if not m or m.group(1) == "inlined":
+        return None
+    if m.group(1).endswith("/anker.so"):
+        return "anker.so"
+    return "the kernel" if m.group(1).startswith("[kernel") else "PostgreSQL and libraries"
+
+
 def inclusive_samples(lines):
     """Samples per function on their stacks (a sample's header line or a blank line ends the
-    stack before it)."""
+    stack before it), and per object the innermost frame (where the CPU was) belongs to."""
     counts = collections.Counter()
+    places = collections.Counter()
     stack = set()
+    leaf = None
     for line in lines:
         if line.startswith((" ", "\t")) and line.strip():
             name = symbol(line)
             if name:
                 stack.add(name)
+            leaf = leaf or place(line)
             continue
         counts.update(stack)
-        stack = set()
+        if leaf:
+            places[leaf] += 1
+        stack, leaf = set(), None
     counts.update(stack)
-    return counts
+    if leaf:
+        places[leaf] += 1
+    return counts, places
 
 
 def main():
@@ -62,7 +82,7 @@ def main():
     ap.add_argument("--top", type=int, default=0)
     ap.add_argument("functions", nargs="*")
     a = ap.parse_args()
-    counts = inclusive_samples(sys.stdin)
+    counts, places = inclusive_samples(sys.stdin)
     us = 1e6 / (a.freq * a.seconds * a.tps)
     for f in a.functions:
         print(f"{counts.get(f, 0) * us:.2f}\t{f}")
@@ -74,6 +94,8 @@ def main():
         ]
         for n, c in sorted(ours, key=lambda x: -x[1])[: a.top]:
             print(f"{c * us:.2f}\ttop: {n}")
+    for p in ("anker.so", "PostgreSQL and libraries", "the kernel"):
+        print(f"{places.get(p, 0) * us:.2f}\tin: {p}")
 
 
 if __name__ == "__main__":
