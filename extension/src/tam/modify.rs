@@ -797,9 +797,11 @@ unsafe fn column_changed(table: &Table, row: u64, i: usize, new: &Value) -> bool
 /// Words of a [`Columns`] set: one bit per possible attribute.
 const COLUMN_WORDS: usize = (pg_sys::MaxHeapAttributeNumber as usize).div_ceil(64);
 
-/// A set of columns (0-based attribute numbers). UPDATE tests every
-/// changed column against the relation's indexed columns; a copy of the
-/// relcache's bitmap answers with a shift instead of a guarded call.
+/// A set of columns (0-based attribute numbers), held without allocating.
+/// UPDATE tests every changed column against the relation's indexed
+/// columns (a copy of the relcache's bitmap answers with a shift instead of
+/// a guarded call) and the columns its statement assigns; restricted scans
+/// keep the columns their query reads (`projection`).
 #[derive(Default)]
 pub(super) struct Columns([u64; COLUMN_WORDS]);
 
