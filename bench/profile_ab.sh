@@ -127,7 +127,7 @@ def row(label, h, a):
 for i, (label, af, hf) in enumerate(pairs):
     row(label, [r[i] for r in rounds["heap"]], [r[i] for r in rounds["anker"]])
 print("where the backend's CPU was (the sample's innermost frame):")
-for p in ("anker.so", "PostgreSQL and libraries", "the kernel"):
+for p in places[order[0]][0]:  # (in perf_share.py's order)
     row("  in " + p, [r.get(p, 0.0) for r in places["heap"]], [r.get(p, 0.0) for r in places["anker"]])
 print("anker's busiest functions (mean µs per transaction):")
 names = set().union(*tops) if tops else set()
