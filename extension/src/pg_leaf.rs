@@ -17,7 +17,10 @@
 //! epoch.
 //!
 //! Functions that read the clog or the subtransaction log (I/O that can
-//! fail), allocate memory, or assign a transaction id stay guarded.
+//! fail), allocate memory, or assign a transaction id stay guarded; memory
+//! is allocated here with `MCXT_ALLOC_NO_OOM`, which returns NULL where
+//! an allocation would raise, and only then through the guard, which
+//! raises PostgreSQL's error ([`alloc`]).
 
 use pgrx::pg_sys;
 
@@ -39,6 +42,50 @@ unsafe extern "C-unwind" {
     pub fn LockBuffer(buffer: pg_sys::Buffer, mode: std::ffi::c_int);
     pub fn UnlockReleaseBuffer(buffer: pg_sys::Buffer);
     pub fn pfree(pointer: *mut std::ffi::c_void);
+    fn MemoryContextAllocExtended(context: pg_sys::MemoryContext, size: usize, flags: std::ffi::c_int) -> *mut std::ffi::c_void;
+}
+
+/// PostgreSQL's `MaxAllocSize` (utils/memutils.h, not in pgrx's bindings).
+const MAX_ALLOC_SIZE: usize = 0x3fff_ffff;
+
+/// `MemoryContextAlloc` (`zeroed`: `MemoryContextAllocZero`) without the
+/// guard: out of memory, or asked for more than `MaxAllocSize`, it goes
+/// through the guarded call, which raises the error PostgreSQL raises.
+///
+/// # Safety
+/// `context` is a valid memory context.
+#[inline]
+pub unsafe fn alloc(context: pg_sys::MemoryContext, size: usize, zeroed: bool) -> *mut u8 {
+    if size <= MAX_ALLOC_SIZE {
+        let flags = pg_sys::MCXT_ALLOC_NO_OOM as std::ffi::c_int | if zeroed { pg_sys::MCXT_ALLOC_ZERO as std::ffi::c_int } else { 0 };
+        // SAFETY: with NO_OOM and a valid size it raises no error.
+        let p = unsafe { MemoryContextAllocExtended(context, size, flags) };
+        if !p.is_null() {
+            return p as *mut u8;
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe {
+        if zeroed {
+            pg_sys::MemoryContextAllocZero(context, size) as *mut u8
+        } else {
+            pg_sys::MemoryContextAlloc(context, size) as *mut u8
+        }
+    }
+}
+
+/// `palloc` into the current memory context, as [`alloc`].
+#[inline]
+pub fn palloc(size: usize) -> *mut u8 {
+    // SAFETY: the current memory context is valid.
+    unsafe { alloc(pg_sys::CurrentMemoryContext, size, false) }
+}
+
+/// `palloc0`, as [`alloc`].
+#[inline]
+pub fn palloc0(size: usize) -> *mut u8 {
+    // SAFETY: as in `palloc`.
+    unsafe { alloc(pg_sys::CurrentMemoryContext, size, true) }
 }
 
 unsafe extern "C-unwind" {

@@ -22,7 +22,7 @@ struct IndexFetch {
 #[pg_guard]
 pub unsafe extern "C-unwind" fn index_fetch_begin(rel: pg_sys::Relation) -> *mut pg_sys::IndexFetchTableData {
     let table = table_of(rel);
-    let f = pg_sys::palloc0(std::mem::size_of::<IndexFetch>()) as *mut IndexFetch;
+    let f = crate::pg_leaf::palloc0(std::mem::size_of::<IndexFetch>()) as *mut IndexFetch;
     std::ptr::write(f, IndexFetch { base: pg_sys::IndexFetchTableData { rel }, table, reader: Reader::new(rel, table) });
     f as *mut pg_sys::IndexFetchTableData
 }

@@ -28,7 +28,7 @@ use crate::shmem;
 use crate::durable;
 use crate::storage::{table_for_write, table_of};
 use crate::visibility::{xid_state, Seen, Visibility, XidState};
-use anker_engine::arena::AllocResult;
+use anker_engine::arena::{AllocResult, Off};
 use anker_engine::change::{Change, Val};
 use anker_engine::table::{flag, RowChange, RowHeader, Table, Value, ValueRef};
 use pgrx::pg_sys;
@@ -235,18 +235,19 @@ fn insert_logged(
     rel: pg_sys::Relation,
     table: &Table,
     rows: &[&[Value]],
-    blobs: &[anker_engine::arena::Off],
+    blobs: &[Off],
     xid: u32,
     cid: u32,
     flags: u32,
     locker: u32,
     ids: &mut Vec<u64>,
+    scratch: &mut Vec<Val<'static>>,
 ) {
     durable::write(rel, table, |log| {
         table.insert_rows(shmem::arena(), rows, blobs, xid, cid, flags, locker, ids).or_raise();
         if log.is_enabled() {
-            // (one vector of values for all the rows)
-            let mut values = Vec::with_capacity(rows.first().map_or(0, |r| r.len()));
+            // (one vector of values for all the rows, the scratch one's)
+            let mut values = relabel(std::mem::take(scratch));
             for (k, &row) in ids.iter().enumerate() {
                 values.clear();
                 values.extend(rows[k].iter().map(Val::from_value));
@@ -255,6 +256,7 @@ fn insert_logged(
                 let Change::Insert { values: v, .. } = change else { unreachable!() };
                 values = v;
             }
+            *scratch = relabel(values);
         }
     })
 }
@@ -291,23 +293,23 @@ unsafe fn insert_slots(
     let natts = (*desc).natts as usize;
     let ncols = table.ncols();
     let xid: u32 = crate::pg_leaf::current_transaction_id();
-    let mut encoders = Encoders::take(slots.len());
-    for (&slot, enc) in slots.iter().zip(encoders.0.iter_mut()) {
+    let mut lent = Lent::take(slots.len());
+    let scratch = &mut lent.0;
+    for (&slot, enc) in slots.iter().zip(scratch.encoders.iter_mut()) {
         getallattrs(slot);
         let values = std::slice::from_raw_parts((*slot).tts_values, natts);
         let nulls = std::slice::from_raw_parts((*slot).tts_isnull, natts);
         enc.encode(desc, values, nulls, Some(table));
     }
-    // (every row's values in one vector: a single-row insert, the OLTP
-    // case, allocates as little as it can)
-    let mut values = Vec::with_capacity(slots.len() * ncols);
-    for e in &encoders.0[..slots.len()] {
+    // (every row's values in one vector)
+    let mut values = relabel(std::mem::take(&mut scratch.values));
+    for e in &scratch.encoders[..slots.len()] {
         e.values_into(&mut values);
     }
     // (a value for every column in each row: the row slices below rely on it)
     assert_eq!(values.len(), slots.len() * ncols);
-    let mut blobs = Vec::with_capacity(slots.len() * ncols);
-    if let Err(e) = table.prepare_blobs(arena, &values, &mut blobs) {
+    scratch.blobs.clear();
+    if let Err(e) = table.prepare_blobs(arena, &values, &mut scratch.blobs) {
         out_of_memory(e);
     }
     let one_row: [&[_]; 1];
@@ -319,8 +321,10 @@ unsafe fn insert_slots(
         many_rows = (0..slots.len()).map(|k| &values[k * ncols..(k + 1) * ncols]).collect();
         &many_rows
     };
-    let mut ids = Vec::with_capacity(slots.len());
-    insert_logged(rel, table, rows, &blobs, xid, cid, flags, token, &mut ids);
+    let ids = &mut scratch.ids;
+    ids.clear();
+    insert_logged(rel, table, rows, &scratch.blobs, xid, cid, flags, token, ids, &mut scratch.logged_values);
+    scratch.values = relabel(values);
     // (a speculative insertion is decoded once confirmed)
     if flags & flag::SPECULATIVE == 0 && durable::logical::wanted(rel) {
         durable::logical::log_insert(rel, slots);
@@ -900,33 +904,80 @@ unsafe fn changed_columns<'a>(
     );
 }
 
-/// Encoders writes reuse, kept per backend: encoding a row then allocates
-/// nothing once a row of the table was encoded.
-static mut ENCODERS: Vec<Encoder> = Vec::new();
+/// What row writes fill and empty, kept per backend: encoders, and the
+/// vectors of values, changes, blobs and row ids, so that writing a row
+/// allocates nothing once a row of its table was written.
+#[derive(Default)]
+struct Scratch {
+    encoders: Vec<Encoder>,
+    values: Vec<Value<'static>>,
+    changes: Vec<(usize, Value<'static>)>,
+    logged_values: Vec<Val<'static>>,
+    logged_changes: Vec<(usize, Val<'static>)>,
+    blobs: Vec<Off>,
+    ids: Vec<u64>,
+}
+
+static mut SCRATCH: Scratch = Scratch {
+    encoders: Vec::new(),
+    values: Vec::new(),
+    changes: Vec::new(),
+    logged_values: Vec::new(),
+    logged_changes: Vec::new(),
+    blobs: Vec::new(),
+    ids: Vec::new(),
+};
 
 /// Encoders a backend keeps between writes (multi-row inserts may borrow
 /// more; the rest are freed).
 const ENCODERS_KEPT: usize = 64;
 
-/// Borrows `n` of the backend's encoders, handing them back when dropped
-/// (also when an error unwinds). A nested borrow gets fresh ones.
-struct Encoders(Vec<Encoder>);
+/// Elements a vector of the scratch may keep between writes (a row of the
+/// widest table has 1,600 values; a multi-row insert's longer vectors are
+/// freed).
+const ELEMENTS_KEPT: usize = 2048;
 
-impl Encoders {
-    fn take(n: usize) -> Encoders {
+/// Borrows the backend's [`Scratch`] with at least `n` encoders, handing it
+/// back when dropped (also when an error unwinds: a vector lent out of it
+/// then is lost, and the next write allocates again). A nested borrow gets
+/// fresh ones.
+struct Lent(Scratch);
+
+impl Lent {
+    fn take(n: usize) -> Lent {
         // SAFETY: backends are single-threaded; only this type touches it.
-        let mut v = std::mem::take(unsafe { &mut *(&raw mut ENCODERS) });
-        v.resize_with(n.max(v.len()), Encoder::default);
-        Encoders(v)
+        let mut s = std::mem::take(unsafe { &mut *(&raw mut SCRATCH) });
+        s.encoders.resize_with(n.max(s.encoders.len()), Encoder::default);
+        Lent(s)
     }
 }
 
-impl Drop for Encoders {
+impl Drop for Lent {
     fn drop(&mut self) {
-        self.0.truncate(ENCODERS_KEPT);
-        // SAFETY: as in `take`; the backend's list is empty while lent.
-        unsafe { *(&raw mut ENCODERS) = std::mem::take(&mut self.0) };
+        let s = &mut self.0;
+        s.encoders.truncate(ENCODERS_KEPT);
+        fn bound<T>(v: &mut Vec<T>) {
+            if v.capacity() > ELEMENTS_KEPT {
+                *v = Vec::new();
+            }
+        }
+        bound(&mut s.values);
+        bound(&mut s.changes);
+        bound(&mut s.logged_values);
+        bound(&mut s.logged_changes);
+        bound(&mut s.blobs);
+        bound(&mut s.ids);
+        // SAFETY: as in `take`; the backend's scratch is empty while lent.
+        unsafe { *(&raw mut SCRATCH) = std::mem::take(&mut self.0) };
     }
+}
+
+/// `v`'s allocation, emptied, for elements that differ from its own only in
+/// their lifetimes: collecting in place reuses it (were it not reused, this
+/// would allocate, never misbehave).
+fn relabel<T, U>(mut v: Vec<T>) -> Vec<U> {
+    v.clear();
+    v.into_iter().map(|_| -> U { unreachable!("the vector is empty") }).collect()
 }
 
 /// Prune the chain of `row` down to what running snapshots may need.
@@ -962,10 +1013,12 @@ pub unsafe extern "C-unwind" fn tuple_update(
     // Only the columns the statement may change are compared and written
     // in place: encode those (a TPC-C stock update: 4 of 17 values, none of
     // its 11 strings), and the whole row only for a new row id, below.
-    let mut encoders = Encoders::take(1);
-    let enc = &mut encoders.0[0];
+    let mut lent = Lent::take(1);
+    let Scratch { encoders, values: values_home, changes: changes_home, logged_values, logged_changes, blobs, ids } = &mut lent.0;
+    let enc = &mut encoders[0];
     enc.encode_some(desc, datums, nulls, Some(table), |i| may_change(table, &assigned, i));
-    let new_values = enc.values();
+    let mut new_values = relabel(std::mem::take(values_home));
+    enc.values_into(&mut new_values);
     // An update that changes a key column (of a unique index usable by
     // foreign keys) locks like DELETE; others let KEY SHARE lockers be.
     let (indexed, key_cols) = indexed_columns(rel);
@@ -975,17 +1028,17 @@ pub unsafe extern "C-unwind" fn tuple_update(
     let trigdesc = (*rel).trigdesc;
     let in_place_allowed = (trigdesc.is_null() || !(*trigdesc).trig_update_after_row)
         && *(&raw const LAST_PLAIN_LOCK) != Some((table.key, row, cid));
-    let mut changes = Vec::with_capacity(natts);
-    let mut blobs = vec![];
-    let mut keys_kept;
+    let mut changes = relabel(std::mem::take(changes_home));
+    let mut keys_kept = false;
     let logical = durable::logical::wanted(rel);
-    let mut old_key;
-    loop {
+    let mut old_key = None;
+    // Some(result) when done in place or not at all; None: a new row id.
+    let done_here = loop {
         let mode = if changes_any(table, row, &new_values, &key_cols, &assigned) { LockTupleExclusive } else { LockTupleNoKeyExclusive };
         *lockmode = mode;
         let h = match claim(rel, table, row, cid, mode, pg_sys::XLTW_Oper::XLTW_Update, snapshot, crosscheck, wait, tmfd, "update", &mut tuple_lock) {
             Ok(h) => h,
-            Err(r) => return r,
+            Err(r) => break Some(r),
         };
         // One comparison per column, now that the row is ours.
         // (columns beyond the attributes stay as they are)
@@ -998,16 +1051,21 @@ pub unsafe extern "C-unwind" fn tuple_update(
         if in_place_allowed && !changes.iter().any(|&(i, _)| indexed.contains(i)) {
             // No indexed column changes: update in place, same row id.
             blobs.clear();
-            table.prepare_blobs(arena, changes.iter().map(|(_, v)| v), &mut blobs).or_raise();
+            table.prepare_blobs(arena, changes.iter().map(|(_, v)| v), blobs).or_raise();
             let done = durable::write(rel, table, |log| {
-                let done = table.update_in_place(arena, row, &h, xid, cid, &changes, &blobs).or_raise();
+                let done = table.update_in_place(arena, row, &h, xid, cid, &changes, blobs).or_raise();
                 if done {
-                    log.push(&Change::Update { row, xid, cid, changes: changes.iter().map(|(c, v)| (*c, Val::from_value(v))).collect() });
+                    let mut logged = relabel(std::mem::take(logged_changes));
+                    logged.extend(changes.iter().map(|(c, v)| (*c, Val::from_value(v))));
+                    let change = Change::Update { row, xid, cid, changes: logged };
+                    log.push(&change);
+                    let Change::Update { changes: logged, .. } = change else { unreachable!() };
+                    *logged_changes = relabel(logged);
                 }
                 done
             });
             if !done {
-                table.discard_blobs(arena, &blobs);
+                table.discard_blobs(arena, blobs);
                 continue;
             }
             crate::undo::remember(table, row, xid);
@@ -1029,7 +1087,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
             // rescan stock and customer under TPC-C for nothing.
             pg_sys::pgstat_count_heap_update(rel, true);
             credit_dead_tuple(rel);
-            return TM_Ok;
+            break Some(TM_Ok);
         }
         // An indexed column changes: a new version at a new row id, so that
         // index entries pointing here keep naming the old key's row.
@@ -1041,10 +1099,14 @@ pub unsafe extern "C-unwind" fn tuple_update(
             clear_flags: (flag::UPDATED | flag::MOVED | flag::KEYS_KEPT) & !set_flags,
             ..Default::default()
         };
-        if !modify_logged(rel, table, row, &h, &change) {
-            continue;
+        if modify_logged(rel, table, row, &h, &change) {
+            break None;
         }
-        break;
+    };
+    *changes_home = relabel(changes);
+    *values_home = relabel(new_values);
+    if let Some(result) = done_here {
+        return result;
     }
     // Write the new version, then link the old row to it. Should this fail
     // (out of memory), the transaction aborts and our xmax is ignored.
@@ -1052,17 +1114,17 @@ pub unsafe extern "C-unwind" fn tuple_update(
     // the new version, as heap does: a later delete of it must wait for
     // them. The new row is ours alone until linked, so its locker can be
     // brought up to date while lockers come and go on the old one.
-    let new_values = if assigned.is_some() {
+    if assigned.is_some() {
         enc.encode(desc, datums, nulls, Some(table));
-        enc.values()
-    } else {
-        new_values
-    };
+    }
+    let mut new_values = relabel(std::mem::take(values_home));
+    enc.values_into(&mut new_values);
     blobs.clear();
-    table.prepare_blobs(arena, &new_values, &mut blobs).or_raise();
-    let mut ids = Vec::with_capacity(1);
+    table.prepare_blobs(arena, &new_values, blobs).or_raise();
+    ids.clear();
     let mut carried = (0, 0);
-    insert_logged(rel, table, &[&new_values], &blobs, xid, cid, 0, 0, &mut ids);
+    insert_logged(rel, table, &[&new_values], blobs, xid, cid, 0, 0, ids, logged_values);
+    *values_home = relabel(new_values);
     let new_row = ids[0];
     loop {
         let h = header_of(table, row, "update");

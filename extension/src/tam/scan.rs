@@ -61,9 +61,9 @@ impl Reader {
     /// than the fetch itself for the single-row index scans of OLTP).
     pub unsafe fn new(rel: pg_sys::Relation, table: &Table) -> Reader {
         if let Some((template, bytes)) = crate::storage::reader_template(rel, table) {
-            return template.copy_in(table, pg_sys::palloc(bytes) as *mut u8);
+            return template.copy_in(table, crate::pg_leaf::palloc(bytes));
         }
-        Reader::new_in(rel, table, pg_sys::palloc(Reader::scratch_bytes((*rel).rd_att, table)) as *mut u8)
+        Reader::new_in(rel, table, crate::pg_leaf::palloc(Reader::scratch_bytes((*rel).rd_att, table)))
     }
 
     /// A reader like this one with its arrays in `scratch` (as many bytes
@@ -671,7 +671,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
             c.t_numscans += 1;
         }
     }
-    let d = pg_sys::palloc0(std::mem::size_of::<ScanDesc>()) as *mut ScanDesc;
+    let d = crate::pg_leaf::palloc0(std::mem::size_of::<ScanDesc>()) as *mut ScanDesc;
     std::ptr::write(
         d,
         ScanDesc {

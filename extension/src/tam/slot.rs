@@ -101,7 +101,7 @@ pub unsafe fn row_buffer(slot: *mut pg_sys::TupleTableSlot, bytes: usize) -> Opt
         // (a smaller one is left to the memory context: the row the slot
         // still holds may point into it until the fetch replaces the row)
         let len = bytes.max(8);
-        s.buf = pg_sys::MemoryContextAlloc((*slot).tts_mcxt, len) as *mut u8;
+        s.buf = crate::pg_leaf::alloc((*slot).tts_mcxt, len, false);
         s.buf_len = len;
     }
     Some(s.buf)
