@@ -20,7 +20,9 @@
 //! fail), allocate memory, or assign a transaction id stay guarded; memory
 //! is allocated here with `MCXT_ALLOC_NO_OOM`, which returns NULL where
 //! an allocation would raise, and only then through the guard, which
-//! raises PostgreSQL's error ([`alloc`]).
+//! raises PostgreSQL's error ([`alloc`]). The statistics counts of row
+//! changes bump PostgreSQL's counters inline where they exist, and call
+//! the guarded function where it would create them ([`count_update`]).
 
 use pgrx::pg_sys;
 
@@ -113,4 +115,75 @@ pub fn current_transaction_id() -> u32 {
     }
     // SAFETY: a backend in a transaction that may write.
     unsafe { pg_sys::GetCurrentTransactionId() }.into()
+}
+
+/// The current transaction level's statistics record of `rel`, when the
+/// relation's statistics entry and that record exist (after its first
+/// counted change at this level): the common case of PostgreSQL's
+/// `pgstat_count_heap_*`, which otherwise create them (allocating).
+///
+/// # Safety
+/// `rel` is open.
+unsafe fn xact_counts(rel: pg_sys::Relation) -> Option<*mut pg_sys::PgStat_TableXactStatus> {
+    // SAFETY: the caller's contract; entries are PostgreSQL's, alive while
+    // the relation is open in this transaction.
+    unsafe {
+        let info = (*rel).pgstat_info;
+        if info.is_null() {
+            return None;
+        }
+        let trans = (*info).trans;
+        (!trans.is_null() && (*trans).nest_level == GetCurrentTransactionNestLevel()).then_some(trans)
+    }
+}
+
+/// `pgstat_count_heap_insert`, its common case inline ([`xact_counts`]),
+/// as pgstat.h inlines the counts that are not transactional.
+///
+/// # Safety
+/// `rel` is open.
+pub unsafe fn count_inserts(rel: pg_sys::Relation, n: i64) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match xact_counts(rel) {
+            Some(trans) => (*trans).tuples_inserted += n,
+            None => pg_sys::pgstat_count_heap_insert(rel, n),
+        }
+    }
+}
+
+/// `pgstat_count_heap_update`, as [`count_inserts`].
+///
+/// # Safety
+/// `rel` is open.
+pub unsafe fn count_update(rel: pg_sys::Relation, hot: bool) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match xact_counts(rel) {
+            Some(trans) => {
+                (*trans).tuples_updated += 1;
+                if hot {
+                    (*(*rel).pgstat_info).t_counts.t_tuples_hot_updated += 1;
+                }
+            }
+            None => pg_sys::pgstat_count_heap_update(rel, hot),
+        }
+    }
+}
+
+/// `pgstat_update_heap_dead_tuples`, inline when the relation has its
+/// statistics entry.
+///
+/// # Safety
+/// `rel` is open.
+pub unsafe fn count_dead_tuples_removed(rel: pg_sys::Relation, n: i32) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let info = (*rel).pgstat_info;
+        if info.is_null() {
+            pg_sys::pgstat_update_heap_dead_tuples(rel, n);
+        } else {
+            (*info).t_counts.t_delta_dead_tuples -= n as i64;
+        }
+    }
 }

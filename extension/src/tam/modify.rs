@@ -129,7 +129,7 @@ pub fn conflict_out(rel: pg_sys::Relation, table: &Table, h: &RowHeader, seen: S
 static mut DEAD_CREDITS: Vec<(*mut pg_sys::PgStat_TableStatus, i64)> = Vec::new();
 
 unsafe fn credit_dead_tuple(rel: pg_sys::Relation) {
-    pg_sys::pgstat_update_heap_dead_tuples(rel, 1);
+    crate::pg_leaf::count_dead_tuples_removed(rel, 1);
     let stats = (*rel).pgstat_info;
     if stats.is_null() {
         return;
@@ -336,7 +336,7 @@ unsafe fn insert_slots(
         row_to_tid(ids[k], &mut (*slot).tts_tid);
         super::slot::set_stamps(slot, Some(&stamps));
     }
-    pg_sys::pgstat_count_heap_insert(rel, slots.len() as i64);
+    crate::pg_leaf::count_inserts(rel, slots.len() as i64);
 }
 
 #[pg_guard]
@@ -1085,7 +1085,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
             // update leaves none (its undo record is collected once no
             // snapshot needs it, see `undo`). Counting them made autovacuum
             // rescan stock and customer under TPC-C for nothing.
-            pg_sys::pgstat_count_heap_update(rel, true);
+            crate::pg_leaf::count_update(rel, true);
             credit_dead_tuple(rel);
             break Some(TM_Ok);
         }
@@ -1156,7 +1156,7 @@ pub unsafe extern "C-unwind" fn tuple_update(
         durable::logical::log_update(rel, slot, old_key);
     }
     arena.count(anker_engine::stats::NEW_ROW_UPDATES, 1);
-    pg_sys::pgstat_count_heap_update(rel, false);
+    crate::pg_leaf::count_update(rel, false);
     TM_Ok
 }
 
