@@ -171,6 +171,20 @@ pub unsafe fn count_update(rel: pg_sys::Relation, hot: bool) {
     }
 }
 
+/// `pgstat_count_heap_delete`, as [`count_inserts`].
+///
+/// # Safety
+/// `rel` is open.
+pub unsafe fn count_delete(rel: pg_sys::Relation) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match xact_counts(rel) {
+            Some(trans) => (*trans).tuples_deleted += 1,
+            None => pg_sys::pgstat_count_heap_delete(rel),
+        }
+    }
+}
+
 /// `pgstat_update_heap_dead_tuples`, inline when the relation has its
 /// statistics entry.
 ///

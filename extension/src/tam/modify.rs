@@ -758,7 +758,7 @@ pub unsafe extern "C-unwind" fn tuple_delete(
             if logical {
                 durable::logical::log_delete(rel, old_key);
             }
-            pg_sys::pgstat_count_heap_delete(rel);
+            crate::pg_leaf::count_delete(rel);
             return TM_Ok;
         }
     }
