@@ -907,7 +907,6 @@ unsafe fn changed_columns<'a>(
 /// What row writes fill and empty, kept per backend: encoders, and the
 /// vectors of values, changes, blobs and row ids, so that writing a row
 /// allocates nothing once a row of its table was written.
-#[derive(Default)]
 struct Scratch {
     encoders: Vec<Encoder>,
     values: Vec<Value<'static>>,
@@ -918,15 +917,20 @@ struct Scratch {
     ids: Vec<u64>,
 }
 
-static mut SCRATCH: Scratch = Scratch {
-    encoders: Vec::new(),
-    values: Vec::new(),
-    changes: Vec::new(),
-    logged_values: Vec::new(),
-    logged_changes: Vec::new(),
-    blobs: Vec::new(),
-    ids: Vec::new(),
-};
+impl Scratch {
+    /// Nothing kept (a `static` cannot call `Default`).
+    const EMPTY: Scratch = Scratch {
+        encoders: Vec::new(),
+        values: Vec::new(),
+        changes: Vec::new(),
+        logged_values: Vec::new(),
+        logged_changes: Vec::new(),
+        blobs: Vec::new(),
+        ids: Vec::new(),
+    };
+}
+
+static mut SCRATCH: Scratch = Scratch::EMPTY;
 
 /// Encoders a backend keeps between writes (multi-row inserts may borrow
 /// more; the rest are freed).
@@ -946,7 +950,7 @@ struct Lent(Scratch);
 impl Lent {
     fn take(n: usize) -> Lent {
         // SAFETY: backends are single-threaded; only this type touches it.
-        let mut s = std::mem::take(unsafe { &mut *(&raw mut SCRATCH) });
+        let mut s = std::mem::replace(unsafe { &mut *(&raw mut SCRATCH) }, Scratch::EMPTY);
         s.encoders.resize_with(n.max(s.encoders.len()), Encoder::default);
         Lent(s)
     }
@@ -968,7 +972,7 @@ impl Drop for Lent {
         bound(&mut s.blobs);
         bound(&mut s.ids);
         // SAFETY: as in `take`; the backend's scratch is empty while lent.
-        unsafe { *(&raw mut SCRATCH) = std::mem::take(&mut self.0) };
+        unsafe { *(&raw mut SCRATCH) = std::mem::replace(&mut self.0, Scratch::EMPTY) };
     }
 }
 
