@@ -5,7 +5,8 @@
 # a steady update load, a crash after compactions recovers the table from
 # image plus log (a heap twin is the oracle), VACUUM compacts by itself once
 # the log outgrows the image (autovacuum too, for a table updated only in
-# place, also when its first report was lost), an image is paced as VACUUM
+# place, also when its first report was lost; its VACUUM is logged as
+# heap's, and VACUUM (VERBOSE) reports), an image is paced as VACUUM
 # is and can be cancelled, and pg_walinspect shows the image records (and
 # the recovery-conflict horizons VACUUM and images write).
 set -euo pipefail
@@ -194,7 +195,8 @@ echo "ok: image mark $mark_same bytes in the cycle of an image, $mark_new after 
 # no dead tuples of its own to draw autovacuum)
 cluster_psql >/dev/null <<'SQL'
 CREATE TABLE inplace (id int PRIMARY KEY, v int, pad text) USING anker
-    WITH (autovacuum_vacuum_insert_threshold = -1);  -- inserts alone must not draw autovacuum
+    WITH (autovacuum_vacuum_insert_threshold = -1,  -- inserts alone must not draw autovacuum
+          log_autovacuum_min_duration = 0);
 INSERT INTO inplace SELECT g, 0, repeat('p', 20) FROM generate_series(1, 20000) g;
 ANALYZE inplace;
 SQL
@@ -210,6 +212,16 @@ for _ in $(seq 1 12); do q "UPDATE inplace SET v = v + 1" >/dev/null; done
 imaged_within_a_minute inplace || fail "autovacuum did not compact a table updated in place"
 [ "$(q "SELECT sum(v) FROM inplace")" = 240000 ] || fail "inplace changed"
 echo "ok: autovacuum compacted a table updated only in place"
+# ... and logged that VACUUM as heap's are (log_autovacuum_min_duration), and
+# VACUUM (VERBOSE) reports as heap's does
+logged_vacuum() { cluster_log_tail 200 | grep -A3 'automatic vacuum of table "postgres.public.inplace": index scans: ' | grep -q 'system usage: CPU: user: '; }
+for _ in $(seq 1 10); do logged_vacuum && break; sleep 1; done
+logged_vacuum || fail "autovacuum's VACUUM of inplace was not logged"
+verbose=$(cluster_psql -c "VACUUM (VERBOSE) inplace" 2>&1)
+echo "$verbose" | grep -q '^INFO:  vacuuming "postgres.public.inplace"$' || fail "VACUUM (VERBOSE) said: $verbose"
+echo "$verbose" | grep -q '^INFO:  finished vacuuming "postgres.public.inplace": index scans: 0$' || fail "VACUUM (VERBOSE) said: $verbose"
+echo "$verbose" | grep -q '^rows: 0 removed, 20000 remain, ' || fail "VACUUM (VERBOSE) said: $verbose"
+echo "ok: autovacuum's VACUUM logged, VACUUM (VERBOSE) reports"
 # 5. a report autovacuum never acted on is not the last: here autovacuum is
 # off for the table when the log passes the mark, and the report is lost with
 # the table's statistics (as in a crash); the log's further growth reports again

@@ -101,6 +101,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
     let arena = shmem::arena();
     let table = table_of(rel);
     let p = &*params;
+    let report = Report::begin(rel, p);
     let (mut oldest_xmin, mut oldest_mxact, mut freeze_limit, mut multi_cutoff) =
         (pg_sys::TransactionId::from(0), pg_sys::MultiXactId::from(0), pg_sys::TransactionId::from(0), pg_sys::MultiXactId::from(0));
     pg_sys::vacuum_set_xid_limits(
@@ -289,8 +290,80 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         false,
     );
     pg_sys::pgstat_report_vacuum((*rel).rd_id, (*(*rel).rd_rel).relisshared, live as i64, (recently_dead + records_kept) as i64);
-    pgrx::debug1!("anker: vacuumed {} dead rows, pruned {} version records", dead.len(), chains_pruned);
     crate::durable::compact::maybe_compact(rel, table);
+    report.end(u32::from(!dead.is_empty() && nindexes > 0), dead.len(), live, recently_dead, chains_pruned, records_kept);
+}
+
+/// What `VACUUM (VERBOSE)` and `log_autovacuum_min_duration` report of
+/// anker's VACUUM, in heap's words where they apply (PostgreSQL's
+/// `heap_vacuum_rel`): INFO at the start and end of a verbose VACUUM; one
+/// LOG line for an autovacuum that took at least the threshold. The CPU
+/// time includes an image written on the way (`maybe_compact`).
+struct Report {
+    name: Option<String>,
+    verbose: bool,
+    /// autovacuum's `log_min_duration` (ms), when this is autovacuum and it logs
+    log_after_ms: Option<u64>,
+    started: std::time::Instant,
+    cpu: (f64, f64),
+}
+
+impl Report {
+    unsafe fn begin(rel: pg_sys::Relation, p: &pg_sys::VacuumParams) -> Report {
+        let verbose = p.options & pg_sys::VACOPT_VERBOSE != 0;
+        let log_after_ms = (pg_sys::MyBackendType == pg_sys::BackendType::B_AUTOVAC_WORKER && p.log_min_duration >= 0)
+            .then_some(p.log_min_duration as u64);
+        let name = (verbose || log_after_ms.is_some()).then(|| qualified_name(rel));
+        if let (true, Some(n)) = (verbose, &name) {
+            pgrx::info!("vacuuming \"{n}\"");
+        }
+        Report { name, verbose, log_after_ms, started: std::time::Instant::now(), cpu: cpu_seconds() }
+    }
+
+    fn end(self, index_scans: u32, removed: usize, live: f64, recently_dead: f64, pruned: usize, kept: f64) {
+        let Some(name) = self.name else { return };
+        let elapsed = self.started.elapsed();
+        let logged = self.log_after_ms.is_some_and(|ms| elapsed.as_millis() >= ms as u128);
+        if !self.verbose && !logged {
+            return;
+        }
+        let cpu = cpu_seconds();
+        let what = if self.verbose { "finished vacuuming" } else { "automatic vacuum of table" };
+        let text = format!(
+            "{what} \"{name}\": index scans: {index_scans}\n\
+             rows: {removed} removed, {live} remain, {recently_dead} are dead but not yet removable\n\
+             version records: {pruned} pruned, {kept} kept\n\
+             system usage: CPU: user: {:.2} s, system: {:.2} s, elapsed: {:.2} s",
+            cpu.0 - self.cpu.0,
+            cpu.1 - self.cpu.1,
+            elapsed.as_secs_f64()
+        );
+        if self.verbose {
+            pgrx::info!("{text}");
+        } else {
+            pgrx::log!("{text}");
+        }
+    }
+}
+
+/// This process's user and system CPU seconds so far.
+fn cpu_seconds() -> (f64, f64) {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(u.ru_utime), secs(u.ru_stime))
+}
+
+/// "database.schema.table", as heap's VACUUM names a table.
+unsafe fn qualified_name(rel: pg_sys::Relation) -> String {
+    let text = |p: *const std::ffi::c_char| if p.is_null() { "?".into() } else { std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned() };
+    format!(
+        "{}.{}.{}",
+        text(pg_sys::get_database_name(pg_sys::MyDatabaseId)),
+        text(pg_sys::get_namespace_name((*(*rel).rd_rel).relnamespace)),
+        text((*(*rel).rd_rel).relname.data.as_ptr())
+    )
 }
 
 /// Copy rows (`rows`, in order) of `src` (the storage of `src_rel`) into
