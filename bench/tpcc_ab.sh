@@ -17,7 +17,9 @@
 # databases at the end. `--conf 'synchronous_commit = on'` overrides a default. --perf SEC
 # records `perf record -a -g` for SEC seconds in the middle of each engine's last round (needs
 # linux-perf) into DIR (default: a new directory under /tmp) and prints the top symbols.
-# It lists the images anker's VACUUM wrote (from the server log, with their times).
+# It lists the images anker's VACUUM wrote (from the server log, with their times), and the CPU
+# that autovacuum's VACUUMs and ANALYZEs of each database's tables took during the rounds
+# (their own `system usage` lines), per transaction of that database's engine.
 # It also prints the CPU milliseconds per transaction of the cluster's processes by kind
 # (client backends, autovacuum workers, walwriter, ...; bench/lib/pgcpu.py samples /proc), the
 # whole machine's user and system CPU per transaction (/proc/stat) and WAL flushes per transaction.
@@ -53,7 +55,7 @@ trap cluster_cleanup EXIT
 cluster_start "shared_preload_libraries = 'anker'" "anker.snapshot_method = '$METHOD'" \
     "shared_buffers = '2GB'" "synchronous_commit = off" "max_wal_size = '16GB'" \
     "checkpoint_timeout = '30min'" "max_parallel_workers_per_gather = 0" "jit = off" \
-    "log_autovacuum_min_duration = 0" "wal_keep_size = '32GB'" "${CONF[@]}"
+    "log_autovacuum_min_duration = 0" "log_timezone = 'UTC'" "wal_keep_size = '32GB'" "${CONF[@]}"
 WORK=$(cluster_workdir)
 for am in heap anker; do
     tpcc_create_db "tpcc_$am" "$am" "$W"
@@ -86,6 +88,7 @@ oltp() { # $1 = database, $2 = seconds; prints "tps transactions wal_bytes from_
         "$(echo "$out" | sed -n 's/^cpu: //p')"
 }
 for am in heap anker; do oltp "tpcc_$am" 10 >/dev/null; done   # warm-up
+rounds_began=$(date -u '+%Y-%m-%d %H:%M:%S')
 
 declare -A wattr sum xsum wsum usersum syssum syncsum breakdown cpu round_tps latency
 ratios=(); round_lsns=()
@@ -192,6 +195,23 @@ for am in heap anker; do
 done
 for am in heap anker; do
     echo "tpcc_$am autovacuum runs: $(cluster_psql -At -d "tpcc_$am" -c "SELECT coalesce(string_agg(relname || ' ' || autovacuum_count, ', ' ORDER BY relname), 'none') FROM pg_stat_user_tables WHERE autovacuum_count > 0")"
+done
+# Autovacuum's CPU by database and table, from the `system usage` line of each automatic
+# VACUUM and ANALYZE logged since the rounds began (an image is part of its VACUUM's).
+echo "autovacuum CPU during the rounds (server log; user + system seconds, and ms per transaction of the engine):"
+awk -v since="$rounds_began" '
+    / LOG:  automatic (vacuum|analyze) of table "/ {
+        kind = ($0 ~ / LOG:  automatic vacuum/) ? "vacuum" : "analyze"
+        split($0, q, "\""); name = q[2]; counting = ($1 " " substr($2, 1, 8) >= since); next }
+    counting && /system usage: CPU: user: / {
+        sub(/.*CPU: user: /, ""); split($0, f, /[ ,]+/)   # "0.05 s, system: 0.00 s, elapsed: ..."
+        split(name, n, "."); cpu[n[1] " " kind " " n[3]] += f[1] + f[4]; db[n[1]] += f[1] + f[4]; counting = 0 }
+    END { for (k in cpu) if (cpu[k] > 0) printf "  %s %.2f\n", k, cpu[k]; for (d in db) printf "total %s %.3f\n", d, db[d] }
+' "$CLUSTER_LOG" | sort > "$WORK/autovacuum_cpu"
+grep -v '^total' "$WORK/autovacuum_cpu" || true
+for am in heap anker; do
+    s=$(awk -v d="tpcc_$am" '$1 == "total" && $2 == d {print $3}' "$WORK/autovacuum_cpu")
+    printf '  tpcc_%s: %.2f s, %.3f ms per transaction\n' "$am" "${s:-0}" "$(echo "${s:-0} * 1000 / ${xsum[$am]}" | bc -l)"
 done
 # (the times say which round each image fell into)
 echo "anker's images written by VACUUM (server log):"
