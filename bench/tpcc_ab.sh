@@ -198,15 +198,15 @@ for am in heap anker; do
 done
 # Autovacuum's CPU by database and table, from the `system usage` line of each automatic
 # VACUUM and ANALYZE logged since the rounds began (an image is part of its VACUUM's).
-echo "autovacuum CPU during the rounds (server log; user + system seconds, and ms per transaction of the engine):"
+echo "autovacuum CPU during the rounds (server log; user + system seconds and runs, and ms per transaction of the engine):"
 awk -v since="$rounds_began" '
     / LOG:  automatic (vacuum|analyze) of table "/ {
         kind = ($0 ~ / LOG:  automatic vacuum/) ? "vacuum" : "analyze"
         split($0, q, "\""); name = q[2]; counting = ($1 " " substr($2, 1, 8) >= since); next }
     counting && /system usage: CPU: user: / {
         sub(/.*CPU: user: /, ""); split($0, f, /[ ,]+/)   # "0.05 s, system: 0.00 s, elapsed: ..."
-        split(name, n, "."); cpu[n[1] " " kind " " n[3]] += f[1] + f[4]; db[n[1]] += f[1] + f[4]; counting = 0 }
-    END { for (k in cpu) if (cpu[k] > 0) printf "  %s %.2f\n", k, cpu[k]; for (d in db) printf "total %s %.3f\n", d, db[d] }
+        split(name, n, "."); cpu[n[1] " " kind " " n[3]] += f[1] + f[4]; runs[n[1] " " kind " " n[3]]++; db[n[1]] += f[1] + f[4]; counting = 0 }
+    END { for (k in cpu) if (cpu[k] > 0) printf "  %s %.2f s in %d runs\n", k, cpu[k], runs[k]; for (d in db) printf "total %s %.3f\n", d, db[d] }
 ' "$CLUSTER_LOG" | sort > "$WORK/autovacuum_cpu"
 grep -v '^total' "$WORK/autovacuum_cpu" || true
 for am in heap anker; do

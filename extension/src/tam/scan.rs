@@ -558,6 +558,7 @@ unsafe fn clear_slot(slot: *mut pg_sys::TupleTableSlot) {
     }
     (*slot).tts_nvalid = 0;
     (*slot).tts_flags |= pg_sys::TTS_FLAG_EMPTY as u16;
+    super::slot::forget_pending(slot);
 }
 
 /// `ExecStoreVirtualTuple` after [`clear_slot`] and filling the arrays.
@@ -621,6 +622,9 @@ pub struct ScanDesc {
     blk_moved: bool,
     /// The column snapshot this scan reads (0: the live columns), held.
     pub snap: Off,
+    /// ANALYZE: the row last counted as live and its header then, whose
+    /// values are read only if ANALYZE keeps the row (`read_analyze_row`).
+    analyze_row: (u64, RowHeader),
 }
 
 #[inline]
@@ -712,6 +716,7 @@ pub unsafe extern "C-unwind" fn scan_begin(
             blk_avoided: 0,
             blk_moved: false,
             snap: 0,
+            analyze_row: (0, RowHeader::default()),
         },
     );
     pg_sys::RelationIncrementReferenceCount(rel);
@@ -1415,8 +1420,24 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
         d.block_pos += 1;
         let _epoch = d.reader.guard_live(table);
         // (a row an aborted in-place update left would count as dead)
-        let Some(h) = table.header(arena, row).and_then(|h| super::modify::put_back_aborted(d.base.rs_rd, table, row, h)) else { continue };
-        match analyze_class(&h) {
+        let Some(h) = table.cursor_header(arena, &mut d.reader.cur, row).and_then(|h| super::modify::put_back_aborted(d.base.rs_rd, table, row, h)) else { continue };
+        let mut hints = 0;
+        let class = analyze_class(&h, &mut hints);
+        if hints != 0 {
+            // (as heap's ANALYZE does: the next reader need not ask the clog)
+            table.set_hint(arena, row, &h, hints);
+        }
+        match class {
+            RowClass::Live if super::slot::is_ours(slot) => {
+                *liverows += 1.0;
+                d.analyze_row = (row, h);
+                let arg = d as *mut ScanDesc as *mut std::ffi::c_void;
+                super::slot::store_pending(slot, super::slot::Pending { read: read_analyze_row, arg });
+                super::slot::set_stamps(slot, Some(&h));
+                row_to_tid(row, &mut (*slot).tts_tid);
+                (*slot).tts_tableOid = (*d.base.rs_rd).rd_id;
+                return true;
+            }
             RowClass::Live => {
                 *liverows += 1.0;
                 d.reader.fill(d.base.rs_rd, table, row, slot, Some(&h));
@@ -1434,6 +1455,38 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_tuple(
     false
 }
 
+/// Read the values of the row `scan_analyze_next_tuple` counted as live
+/// (`arg` is its scan) when ANALYZE keeps it. If the row changed since it
+/// was counted, ANALYZE still needs a value of it: the version a snapshot
+/// taken now sees (never one an uncommitted writer left), or, if the row
+/// was deleted since, its values as the delete found them.
+#[pg_guard]
+unsafe extern "C-unwind" fn read_analyze_row(arg: *mut std::ffi::c_void, slot: *mut pg_sys::TupleTableSlot) {
+    let d = &mut *(arg as *mut ScanDesc);
+    let (rel, table, arena) = (d.base.rs_rd, &*d.table, shmem::arena());
+    let (row, h) = d.analyze_row;
+    {
+        let _epoch = d.reader.guard_live(table);
+        d.reader.fill(rel, table, row, slot, Some(&h));
+        if table.row_unchanged(arena, row, &h) {
+            return;
+        }
+    }
+    let mut vis = Visibility::new(pg_sys::GetLatestSnapshot());
+    vis.serializable = false; // (not a read of the transaction's)
+    if d.reader.read(rel, table, row, &vis, slot) {
+        return;
+    }
+    loop {
+        let _epoch = d.reader.guard_live(table);
+        let h = table.header(arena, row);
+        d.reader.fill(rel, table, row, slot, h.as_ref());
+        if h.is_none_or(|h| table.row_unchanged(arena, row, &h)) {
+            return;
+        }
+    }
+}
+
 enum RowClass {
     Live,
     Dead,
@@ -1444,9 +1497,9 @@ enum RowClass {
 /// A row whose newest version an aborted transaction updated in place (its
 /// updater aborted after the put-back) is not dead: its chain is the row,
 /// as VACUUM's `fate` has it; it is left out, like a row being changed.
-fn analyze_class(h: &RowHeader) -> RowClass {
-    let mut hints = 0;
-    match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, &mut hints) {
+/// Hint bits learnt on the way are added to `hints`.
+fn analyze_class(h: &RowHeader, hints: &mut u32) -> RowClass {
+    match xid_state(h.xmin, h.flags, flag::XMIN_COMMITTED, flag::XMIN_ABORTED, hints) {
         XidState::Aborted if h.chain != 0 => return RowClass::Ignore,
         XidState::Aborted => return RowClass::Dead,
         XidState::InProgress => return RowClass::Ignore,
@@ -1455,7 +1508,7 @@ fn analyze_class(h: &RowHeader) -> RowClass {
     if h.xmax == 0 || h.flags & flag::XMAX_LOCK_ONLY != 0 {
         return RowClass::Live;
     }
-    match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, &mut hints) {
+    match xid_state(h.xmax, h.flags, flag::XMAX_COMMITTED, flag::XMAX_ABORTED, hints) {
         XidState::Committed => RowClass::Dead,
         XidState::Current => RowClass::Ignore,
         _ => RowClass::Live,

@@ -3,7 +3,9 @@
 //! system columns (foreign-key triggers read `xmin`, and users may too).
 //!
 //! The operations are PostgreSQL's virtual-slot operations with a larger
-//! slot and our own `getsysattr`, `init`, `clear` and `copyslot`.
+//! slot and our own `getsysattr`, `init`, `clear` and `copyslot`, and, for
+//! rows whose values are read only when asked for ([`store_pending`]),
+//! `getsomeattrs`, `materialize` and the tuple copies.
 
 use anker_engine::table::{flag, RowHeader};
 use pgrx::pg_sys;
@@ -24,6 +26,17 @@ pub struct AnkerSlot {
     /// ([`row_buffer`]), reused from fetch to fetch.
     buf: *mut u8,
     buf_len: usize,
+    /// A row stored without its values ([`store_pending`]).
+    pending: Option<Pending>,
+}
+
+/// How to read the values of a row stored without them: `read(arg, slot)`
+/// fills `slot` with them (storing the row again, as a scan does); it is a
+/// guarded function, as it may raise an error.
+#[derive(Clone, Copy)]
+pub struct Pending {
+    pub read: unsafe extern "C-unwind" fn(*mut std::ffi::c_void, *mut pg_sys::TupleTableSlot),
+    pub arg: *mut std::ffi::c_void,
 }
 
 static mut OPS: pg_sys::TupleTableSlotOps = pg_sys::TupleTableSlotOps {
@@ -53,6 +66,10 @@ pub fn init_ops() {
         OPS.release = Some(slot_release);
         OPS.getsysattr = Some(slot_getsysattr);
         OPS.copyslot = Some(slot_copy);
+        OPS.getsomeattrs = Some(slot_getsomeattrs);
+        OPS.materialize = Some(slot_materialize);
+        OPS.copy_heap_tuple = Some(slot_copy_heap_tuple);
+        OPS.copy_minimal_tuple = Some(slot_copy_minimal_tuple);
     }
 }
 
@@ -107,6 +124,64 @@ pub unsafe fn row_buffer(slot: *mut pg_sys::TupleTableSlot, bytes: usize) -> Opt
     Some(s.buf)
 }
 
+/// Store a row in `slot` (ours, cleared or holding a row) without its
+/// values: they are read by `pending.read` when something first asks for
+/// them (a deformation, a copy, materialization). The caller sets the TID,
+/// table and stamps. ANALYZE counts every row of the blocks it samples and
+/// copies only the few it keeps; reading the others cost it twice heap's
+/// time, which only points its slot at a tuple in a buffer.
+pub unsafe fn store_pending(slot: *mut pg_sys::TupleTableSlot, pending: Pending) {
+    debug_assert!(is_ours(slot));
+    if (*slot).tts_flags & pg_sys::TTS_FLAG_SHOULDFREE as u16 != 0 {
+        pg_sys::ExecClearTuple(slot);
+    }
+    (*slot).tts_nvalid = 0;
+    (*slot).tts_flags &= !(pg_sys::TTS_FLAG_EMPTY as u16);
+    (*(slot as *mut AnkerSlot)).pending = Some(pending);
+}
+
+/// Read the values of a row [`store_pending`] stored, if it is one.
+#[inline]
+unsafe fn read_pending(slot: *mut pg_sys::TupleTableSlot) {
+    // (taken first: the read stores the row again through a clear)
+    if let Some(p) = (*(slot as *mut AnkerSlot)).pending.take() {
+        (p.read)(p.arg, slot);
+    }
+}
+
+/// Not guarded, like `slot_clear`: the pending read is a guarded call of
+/// its own, and the virtual slot's operations are plain C.
+unsafe extern "C-unwind" fn slot_getsomeattrs(slot: *mut pg_sys::TupleTableSlot, natts: std::ffi::c_int) {
+    if (*(slot as *mut AnkerSlot)).pending.is_some() {
+        read_pending(slot);
+    } else if let Some(getsomeattrs) = pg_sys::TTSOpsVirtual.getsomeattrs {
+        getsomeattrs(slot, natts); // (an error: nothing else leaves values unread)
+    }
+}
+
+unsafe extern "C-unwind" fn slot_materialize(slot: *mut pg_sys::TupleTableSlot) {
+    read_pending(slot);
+    if let Some(materialize) = pg_sys::TTSOpsVirtual.materialize {
+        materialize(slot);
+    }
+}
+
+/// A copy keeps the row's TID and table, as a heap slot's copy does (the
+/// virtual slot's leaves them invalid): ANALYZE sorts the rows it keeps by
+/// TID to measure how well a column's order follows the table's.
+unsafe extern "C-unwind" fn slot_copy_heap_tuple(slot: *mut pg_sys::TupleTableSlot) -> pg_sys::HeapTuple {
+    read_pending(slot);
+    let copy = pg_sys::TTSOpsVirtual.copy_heap_tuple.expect("virtual slots copy heap tuples")(slot);
+    (*copy).t_self = (*slot).tts_tid;
+    (*copy).t_tableOid = (*slot).tts_tableOid;
+    copy
+}
+
+unsafe extern "C-unwind" fn slot_copy_minimal_tuple(slot: *mut pg_sys::TupleTableSlot) -> pg_sys::MinimalTuple {
+    read_pending(slot);
+    pg_sys::TTSOpsVirtual.copy_minimal_tuple.expect("virtual slots copy minimal tuples")(slot)
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn slot_init(slot: *mut pg_sys::TupleTableSlot) {
     if let Some(init) = pg_sys::TTSOpsVirtual.init {
@@ -116,6 +191,7 @@ unsafe extern "C-unwind" fn slot_init(slot: *mut pg_sys::TupleTableSlot) {
     s.valid = false;
     s.buf = std::ptr::null_mut();
     s.buf_len = 0;
+    std::ptr::write(&raw mut s.pending, None);
 }
 
 #[pg_guard]
@@ -136,7 +212,16 @@ unsafe extern "C-unwind" fn slot_clear(slot: *mut pg_sys::TupleTableSlot) {
     if let Some(clear) = pg_sys::TTSOpsVirtual.clear {
         clear(slot);
     }
-    (*(slot as *mut AnkerSlot)).valid = false;
+    let s = &mut *(slot as *mut AnkerSlot);
+    s.valid = false;
+    s.pending = None;
+}
+
+/// Forget a row stored without its values (a scan storing another row in
+/// the slot without `ExecClearTuple`).
+#[inline]
+pub unsafe fn forget_pending(slot: *mut pg_sys::TupleTableSlot) {
+    (*(slot as *mut AnkerSlot)).pending = None;
 }
 
 /// Copy a row into one of our slots. Like a heap slot's copy, and unlike a
@@ -146,10 +231,14 @@ unsafe extern "C-unwind" fn slot_clear(slot: *mut pg_sys::TupleTableSlot) {
 /// through the copy's TID (`RelationFindReplTupleSeq`).
 #[pg_guard]
 unsafe extern "C-unwind" fn slot_copy(dst: *mut pg_sys::TupleTableSlot, src: *mut pg_sys::TupleTableSlot) {
+    if is_ours(src) {
+        read_pending(src);
+    }
     if let Some(copy) = pg_sys::TTSOpsVirtual.copyslot {
         copy(dst, src);
     }
     let d = &mut *(dst as *mut AnkerSlot);
+    d.pending = None;
     if is_ours(src) {
         let s = &*(src as *mut AnkerSlot);
         (*dst).tts_tid = (*src).tts_tid;
