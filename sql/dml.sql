@@ -230,6 +230,16 @@ SELECT abs(reltuples - 108000) / 108000 < 0.1 AS reltuples_ok,
 -- order follows the table's order (the copies lost their TIDs until
 -- 2026-12-07, and the correlation came out near 0)
 SELECT correlation > 0.99 AS in_row_order FROM pg_stats WHERE tablename = 'est' AND attname = 'a';
+-- vacuum_cost_delay holds ANALYZE back, as heap's: it is charged a page
+-- hit for each 8 kB of the rows it reads (some 470 blocks here, each worth
+-- at least one hit: at a limit of 1, at least 1 ms of sleep each)
+SET vacuum_cost_delay = '1ms';
+SET vacuum_cost_limit = 1;
+SELECT clock_timestamp() AS analyze_began \gset
+ANALYZE est;
+SELECT clock_timestamp() - :'analyze_began'::timestamptz > interval '300 ms' AS analyze_held_back;
+RESET vacuum_cost_delay;
+RESET vacuum_cost_limit;
 -- system columns
 SELECT xmin = (SELECT xmin FROM est LIMIT 1) AS same_xmin, xmax, cmin FROM est WHERE a = 1;
 EXPLAIN (COSTS OFF) SELECT * FROM est WHERE a = 5;

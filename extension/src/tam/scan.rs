@@ -171,6 +171,17 @@ impl Reader {
         r
     }
 
+    /// Bytes of a row this reader reads: its stamp and the elements of the
+    /// columns it fills.
+    pub fn row_bytes(&self) -> usize {
+        let values: usize = (0..self.natts)
+            // SAFETY: cols and needed have natts entries.
+            .filter(|&i| unsafe { *self.needed.add(i) })
+            .map(|i| unsafe { (*self.cols.add(i)).width() })
+            .sum();
+        std::mem::size_of::<anker_engine::table::Stamp>() + values
+    }
+
     /// Fill only the attributes (0-based) for which `wanted` holds.
     pub fn restrict(&mut self, wanted: impl Fn(usize) -> bool) {
         for i in 0..self.natts {
@@ -1401,6 +1412,8 @@ pub unsafe extern "C-unwind" fn scan_analyze_next_block(
     for r in first.min(nrows)..(first + ROWS_PER_BLOCK).min(nrows) {
         d.push_block_row(r);
     }
+    // (acquire_sample_rows calls vacuum_delay_point for each block)
+    super::vacuum::charge_read(d.block_n * d.reader.row_bytes());
     true
 }
 

@@ -68,6 +68,23 @@ pub fn fate(h: &RowHeader, oldest_xmin: u32, hints: &mut u32) -> Fate {
     }
 }
 
+/// Charge VACUUM's cost accounting (when active: autovacuum, or
+/// `vacuum_cost_delay` set) for reading `bytes` of a table: a page hit
+/// (`vacuum_cost_page_hit`) for each `BLCKSZ`, as heap's VACUUM and ANALYZE
+/// are charged for each page they read from shared buffers. Without it,
+/// `autovacuum_vacuum_cost_limit` could not hold back their work on anker
+/// tables, only the log pages they write.
+pub(super) fn charge_read(bytes: usize) {
+    // SAFETY: backend-local globals of vacuum's cost accounting.
+    unsafe {
+        if pg_sys::VacuumCostActive {
+            let pages = bytes.div_ceil(pg_sys::BLCKSZ as usize) as i64;
+            let balance = pg_sys::VacuumCostBalance as i64 + pages * pg_sys::VacuumCostPageHit as i64;
+            pg_sys::VacuumCostBalance = balance.min(i32::MAX as i64) as i32;
+        }
+    }
+}
+
 fn precedes(a: u32, b: u32) -> bool {
     // SAFETY: plain xid comparison.
     unsafe { pg_sys::TransactionIdPrecedes(a.into(), b.into()) }
@@ -134,6 +151,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
     let mut freeze_horizon_logged = false;
     for row in 0..nrows {
         if row % 4096 == 0 {
+            charge_read(4096 * std::mem::size_of::<anker_engine::table::Stamp>());
             pg_sys::vacuum_delay_point();
         }
         // (a live row that looked dead would be vacated)
