@@ -13,7 +13,7 @@
 //! the new storage, in index order for CLUSTER, keeping creator and deleter
 //! stamps and remapping successor links.
 
-use super::{blocks_for_rows, tid_to_row};
+use super::{blocks_for_rows, tid_to_row, ROWS_PER_BLOCK};
 use crate::error::OrRaise;
 use crate::shmem;
 use crate::storage::{self, table_of};
@@ -85,6 +85,15 @@ pub(super) fn charge_read(bytes: usize) {
     }
 }
 
+/// Set `pg_stat_progress_vacuum`'s fields (PostgreSQL's `PROGRESS_VACUUM_*`
+/// numbers) as heap's VACUUM does; its blocks are anker's TID blocks of 256
+/// row ids, and its dead tuples the rows found dead.
+unsafe fn progress(fields: &[(u32, i64)]) {
+    for &(field, value) in fields {
+        pg_sys::pgstat_progress_update_param(field as i32, value);
+    }
+}
+
 fn precedes(a: u32, b: u32) -> bool {
     // SAFETY: plain xid comparison.
     unsafe { pg_sys::TransactionIdPrecedes(a.into(), b.into()) }
@@ -136,6 +145,13 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
 
     // Pass 1: classify rows, freeze old creators, clear finished lockers.
     let nrows = table.nrows();
+    let total_blocks = blocks_for_rows(nrows) as i64;
+    pg_sys::pgstat_progress_start_command(pg_sys::ProgressCommandType::PROGRESS_COMMAND_VACUUM, (*rel).rd_id);
+    progress(&[
+        (pg_sys::PROGRESS_VACUUM_PHASE, pg_sys::PROGRESS_VACUUM_PHASE_SCAN_HEAP as i64),
+        (pg_sys::PROGRESS_VACUUM_TOTAL_HEAP_BLKS, total_blocks),
+        (pg_sys::PROGRESS_VACUUM_MAX_DEAD_TUPLES, nrows as i64),
+    ]);
     let mut dead: Vec<u64> = vec![];
     let (mut live, mut recently_dead) = (0f64, 0f64);
     // The oldest xid left in the table bounds relfrozenxid.
@@ -151,6 +167,10 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
     let mut freeze_horizon_logged = false;
     for row in 0..nrows {
         if row % 4096 == 0 {
+            progress(&[
+                (pg_sys::PROGRESS_VACUUM_HEAP_BLKS_SCANNED, (row / ROWS_PER_BLOCK) as i64),
+                (pg_sys::PROGRESS_VACUUM_NUM_DEAD_TUPLES, dead.len() as i64),
+            ]);
             charge_read(4096 * std::mem::size_of::<anker_engine::table::Stamp>());
             pg_sys::vacuum_delay_point();
         }
@@ -234,6 +254,11 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
         }
     }
 
+    progress(&[
+        (pg_sys::PROGRESS_VACUUM_HEAP_BLKS_SCANNED, total_blocks),
+        (pg_sys::PROGRESS_VACUUM_NUM_DEAD_TUPLES, dead.len() as i64),
+    ]);
+
     // Pass 2: index entries of dead rows, then the rows themselves.
     let mut nindexes: std::ffi::c_int = 0;
     let mut irels: *mut pg_sys::Relation = std::ptr::null_mut();
@@ -262,17 +287,28 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
     if !dead.is_empty() {
         // before the index entries go: a standby's index scans lose them too
         crate::durable::horizon::log(rel, vacate_horizon);
+        if !indexes.is_empty() {
+            progress(&[(pg_sys::PROGRESS_VACUUM_PHASE, pg_sys::PROGRESS_VACUUM_PHASE_VACUUM_INDEX as i64)]);
+        }
         for (i, &ind) in indexes.iter().enumerate() {
             let mut ivinfo = info(ind);
             stats[i] = pg_sys::index_bulk_delete(&mut ivinfo, stats[i], Some(tid_is_dead), &dead as *const Vec<u64> as *mut _);
         }
+        progress(&[
+            (pg_sys::PROGRESS_VACUUM_NUM_INDEX_VACUUMS, i64::from(!indexes.is_empty())),
+            (pg_sys::PROGRESS_VACUUM_PHASE, pg_sys::PROGRESS_VACUUM_PHASE_VACUUM_HEAP as i64),
+        ]);
         crate::durable::write(rel, table, |log| {
             table.vacate_rows(arena, &dead);
             log.push(&anker_engine::change::Change::Vacate { rows: dead.clone() });
         });
+        progress(&[(pg_sys::PROGRESS_VACUUM_HEAP_BLKS_VACUUMED, total_blocks)]);
     }
     table.release_vacant_pages(arena);
     table.reclaim(arena);
+    if !indexes.is_empty() {
+        progress(&[(pg_sys::PROGRESS_VACUUM_PHASE, pg_sys::PROGRESS_VACUUM_PHASE_INDEX_CLEANUP as i64)]);
+    }
     for (i, &ind) in indexes.iter().enumerate() {
         let mut ivinfo = info(ind);
         stats[i] = pg_sys::index_vacuum_cleanup(&mut ivinfo, stats[i]);
@@ -293,7 +329,8 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
     }
     pg_sys::vac_close_indexes(nindexes, irels, pg_sys::NoLock as i32);
 
-    // Statistics and xid horizons in pg_class.
+    // Statistics and xid horizons in pg_class; an image if one is due.
+    progress(&[(pg_sys::PROGRESS_VACUUM_PHASE, pg_sys::PROGRESS_VACUUM_PHASE_FINAL_CLEANUP as i64)]);
     let blocks = blocks_for_rows(table.nrows()) as pg_sys::BlockNumber;
     pg_sys::vac_update_relstats(
         rel,
@@ -309,6 +346,7 @@ pub unsafe extern "C-unwind" fn relation_vacuum(
     );
     pg_sys::pgstat_report_vacuum((*rel).rd_id, (*(*rel).rd_rel).relisshared, live as i64, (recently_dead + records_kept) as i64);
     crate::durable::compact::maybe_compact(rel, table);
+    pg_sys::pgstat_progress_end_command();
     report.end(u32::from(!dead.is_empty() && nindexes > 0), dead.len(), live, recently_dead, chains_pruned, records_kept);
 }
 
