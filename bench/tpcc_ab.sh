@@ -18,7 +18,7 @@
 # records `perf record -a -g` for SEC seconds in the middle of each engine's last round (needs
 # linux-perf) into DIR (default: a new directory under /tmp) and prints the top symbols.
 # It lists the images anker's VACUUM wrote (from the server log, with their times), and the CPU
-# that autovacuum's VACUUMs and ANALYZEs of each database's tables took during the rounds
+# that autovacuum's VACUUMs and ANALYZEs of each database's tables took during the rounds, and how many ran
 # (their own `system usage` lines), per transaction of that database's engine.
 # It also prints the CPU milliseconds per transaction of the cluster's processes by kind
 # (client backends, autovacuum workers, walwriter, ...; bench/lib/pgcpu.py samples /proc), the
