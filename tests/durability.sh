@@ -10,7 +10,8 @@
 # aborted in-place updates left behind survive rewrites and index builds; unlogged
 # tables come back empty after a crash and whole after a clean restart;
 # databases copied from a template and tablespace moves survive a crash;
-# temporary tables write no WAL; pg_dump and pg_restore round-trip.
+# temporary tables write no WAL; pg_dump and pg_restore round-trip; crash
+# recovery leaves no file of a rolled-back transaction behind.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/bench/lib/cluster.sh"
@@ -241,6 +242,26 @@ q "VACUUM FULL t_heap" >/dev/null
 run_workload 3
 side_before=$(q "SELECT md5(string_agg(ctid::text || a || b, ',' ORDER BY a)) FROM side")
 check_twins "after DDL and more work, before an immediate shutdown"
+# files a rolled-back transaction created and changed (undone at the abort);
+# recovery replays it (unless a checkpoint begins in the few ms before the
+# shutdown) and removes them again
+gone_files=$(cluster_psql -At <<'SQL'
+BEGIN;
+CREATE TABLE gone (a int PRIMARY KEY, b int) USING anker;
+INSERT INTO gone VALUES (1, 1), (2, 2);
+UPDATE gone SET b = b + 10;
+SELECT pg_relation_filepath('gone');
+SAVEPOINT s;
+TRUNCATE gone;
+INSERT INTO gone VALUES (3, 3);
+UPDATE gone SET b = 4;
+SELECT pg_relation_filepath('gone');
+ROLLBACK;
+SQL
+)
+[ "$(echo "$gone_files" | wc -l)" = 2 ] || fail "no file paths of the rolled-back table: $gone_files"
+# a commit that writes WAL flushes the abort record before the crash
+q "CREATE TABLE after_rollback (a int)" >/dev/null
 cluster_pg_ctl -m immediate stop
 cluster_pg_ctl start
 wait_ready
@@ -249,6 +270,10 @@ check_twins "after an immediate shutdown"
     || fail "a truncated, vacuumed and refilled table changed (or its rows moved) in crash recovery"
 q "SELECT bt_index_check('side_pkey', true)" >/dev/null || fail "side's index disagrees after recovery"
 echo "ok: rows keep their ctids after recovery (TRUNCATE, VACUUM, reused row ids)"
+for f in $gone_files; do
+    [ ! -e "$CLUSTER_DATA/$f" ] || fail "crash recovery left $f behind, a file a rolled-back transaction created"
+done
+echo "ok: crash recovery leaves no file of a rolled-back transaction behind"
 [ "$(q "SELECT count(*) FROM u_anker")" = 0 ] || fail "unlogged table not emptied by crash recovery"
 [ "$(q "SELECT count(*) FROM u_heap")" = 0 ] || fail "heap's unlogged table not emptied (test setup)"
 q "INSERT INTO u_anker VALUES (1, 'again')" >/dev/null

@@ -15,7 +15,8 @@
 # the rows VACUUM and images remove on the primary (replay waits, or
 # cancels it, as for heap); dropped tables leave
 # the standby's memory; a standby's load streams the log, and redo passes a
-# loading table's changes without waiting (a switch waits for the load).
+# loading table's changes without waiting (a switch waits for the load);
+# transactions whose commit or abort removes files they changed replay.
 # The primary has data checksums, and so every copy of it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -319,6 +320,34 @@ catch_up
 [ "$(in_memory "$file2")" = 0 ] || fail "a table dropped on the primary stays in the standby's memory after a load"
 q "DROP TABLE busy" >/dev/null
 echo "ok: a table dropped on the primary leaves the standby's memory at its next load"
+
+# Transactions whose end removes files they changed: a table created, or
+# truncated (a new file), then updated in place and rolled back, whole or to
+# a savepoint; a column added and the table then dropped, or rewritten, in
+# one committed transaction. The abort's undo and the commit's settling of
+# the added column run after the abort or commit record whose redo removes
+# those files: logged, they reached redo after the file was gone (a PANIC,
+# "WAL contains references to invalid pages", and the standby down for good).
+cluster_psql >/dev/null <<'SQL'
+CREATE TABLE keeps (a int PRIMARY KEY, b int) USING anker;
+INSERT INTO keeps VALUES (1, 1), (2, 2);
+BEGIN; CREATE TABLE gone (a int PRIMARY KEY, b int) USING anker; INSERT INTO gone VALUES (1, 1), (2, 2); UPDATE gone SET b = b + 10; ROLLBACK;
+BEGIN; UPDATE keeps SET b = 3 WHERE a = 1; SAVEPOINT s; CREATE TABLE gone2 (a int, b int) USING anker; INSERT INTO gone2 VALUES (1, 1); UPDATE gone2 SET b = 5; ROLLBACK TO s; UPDATE keeps SET b = 4 WHERE a = 2; COMMIT;
+BEGIN; UPDATE keeps SET b = 30 WHERE a = 1; TRUNCATE keeps; INSERT INTO keeps VALUES (7, 7); UPDATE keeps SET b = 8; ROLLBACK;
+CREATE TABLE gone3 (a int) USING anker;
+INSERT INTO gone3 VALUES (1);
+BEGIN; ALTER TABLE gone3 ADD COLUMN c int DEFAULT 5; DROP TABLE gone3; COMMIT;
+BEGIN; ALTER TABLE keeps ADD COLUMN c int DEFAULT 5; ALTER TABLE keeps ALTER COLUMN b TYPE bigint; COMMIT;
+UPDATE keeps SET c = c + a;
+SQL
+catch_up
+[ "$(qp "$SB_PORT" "SELECT pg_is_in_recovery()")" = t ] || fail "the standby is gone after transactions that removed files they changed"
+want=$(q "SELECT string_agg(k::text, ',' ORDER BY a) FROM keeps k")
+[ "$want" = "(1,3,6),(2,4,7)" ] || fail "the primary's table is $want after those transactions"
+[ "$(qp "$SB_PORT" "SELECT string_agg(k::text, ',' ORDER BY a) FROM keeps k")" = "$want" ] \
+    || fail "the standby's table differs from the primary's after transactions that removed files they changed"
+q "DROP TABLE keeps" >/dev/null
+echo "ok: the standby replays transactions whose commit or abort removes files they changed (rolled back, to a savepoint, dropped, rewritten)"
 
 # a standby backend loads a table while redo goes on appending to its log
 # (entries over several pages, new blocks), compacting it (switches) and

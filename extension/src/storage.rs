@@ -273,11 +273,12 @@ unsafe fn attribute_predates_xact(relid: pg_sys::Oid, attnum: i16) -> bool {
 
 /// End of the transaction (or subtransaction) that added column `col` of
 /// the table under `key`: a commit keeps it, an abort leaves it behind.
-fn settle_tentative_column(key: &TableKey, col: u16, committed: bool) {
+fn settle_tentative_column(key: &TableKey, col: u16, committed: bool, removed: &[TableKey]) {
     let arena = shmem::arena();
     if let Some(t) = shmem::directory().lookup(arena, key) {
         if (col as usize) < t.ncols() {
-            crate::durable::set_column_state(t, col as usize, if committed { ColumnState::Permanent } else { ColumnState::Leftover });
+            let state = if committed { ColumnState::Permanent } else { ColumnState::Leftover };
+            crate::durable::set_column_state(t, col as usize, state, removed);
         }
     }
 }
@@ -418,11 +419,12 @@ unsafe extern "C-unwind" fn object_dropped(class_id: pg_sys::Oid, object_id: pg_
     }
 }
 
-/// What an abort does with one record.
-fn undo_pending(p: Pending) {
+/// What an abort does with one record (`removed`: the files the abort
+/// removes, `durable::files_removed_at_end`).
+fn undo_pending(p: Pending, removed: &[TableKey]) {
     match p.kind {
         PendingKind::Created => free_storage(&p.key),
-        PendingKind::TentativeColumn(col) => settle_tentative_column(&p.key, col, false),
+        PendingKind::TentativeColumn(col) => settle_tentative_column(&p.key, col, false, removed),
         PendingKind::Dropped | PendingKind::DroppedDatabase => {}
     }
 }
@@ -489,18 +491,20 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
     match event {
         XACT_EVENT_PRE_PREPARE => prepare(list),
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => {
+            let removed = crate::durable::files_removed_at_end(true);
             for p in list.take_all() {
                 match p.kind {
                     PendingKind::Dropped => free_storage(&p.key),
                     PendingKind::DroppedDatabase => free_database(p.key[1]),
-                    PendingKind::TentativeColumn(col) => settle_tentative_column(&p.key, col, true),
+                    PendingKind::TentativeColumn(col) => settle_tentative_column(&p.key, col, true, &removed),
                     PendingKind::Created => {}
                 }
             }
         }
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => {
+            let removed = crate::durable::files_removed_at_end(false);
             for p in list.take_all() {
-                undo_pending(p);
+                undo_pending(p, &removed);
             }
         }
         _ => {}
@@ -522,8 +526,9 @@ unsafe extern "C-unwind" fn subxact_callback(
     match event {
         SUBXACT_EVENT_COMMIT_SUB => list.hand_to_parent(),
         SUBXACT_EVENT_ABORT_SUB => {
+            let removed = crate::durable::files_removed_at_end(false);
             for p in list.take_aborted() {
-                undo_pending(p);
+                undo_pending(p, &removed);
             }
         }
         _ => {}

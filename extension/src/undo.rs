@@ -176,9 +176,16 @@ pub fn remember(table: &Table, row: u64, xid: u32) {
     }
 }
 
+/// Put back the rows of `entries`, newest first. The files the abort
+/// removes (created in the aborted transaction) are put back in memory only
+/// (`durable::files_removed_at_end`).
 fn undo(entries: &[Entry]) {
+    if entries.is_empty() {
+        return;
+    }
     let arena = shmem::arena();
     let dir = shmem::directory();
+    let removed = crate::durable::files_removed_at_end(false);
     for e in entries.iter().rev() {
         if let Some(t) = dir.lookup(arena, &e.key) {
             // Logged: replaying a table's log must not need the clog to
@@ -186,7 +193,7 @@ fn undo(entries: &[Entry]) {
             // Out of memory for a page copy, the update stays: readers read
             // through it and the row's next writer or VACUUM puts it back
             // (an error here, in abort processing, would escalate).
-            let _ = crate::durable::write_table(t, |log| crate::tam::modify::undo_update_into(t, e.row, e.xid, log));
+            let _ = crate::durable::write_table(t, &removed, |log| crate::tam::modify::undo_update_into(t, e.row, e.xid, log));
         }
     }
 }

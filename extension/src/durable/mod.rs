@@ -205,15 +205,46 @@ pub fn write<R>(rel: pg_sys::Relation, table: &Table, op: impl FnOnce(&mut Log) 
 
 /// [`write`] without a relation at hand (transaction callbacks): a table
 /// whose log has been written or loaded in this server's life. Others
-/// (temporary tables, or none yet) change in memory only.
-pub fn write_table<R>(table: &Table, op: impl FnOnce(&mut Log) -> R) -> R {
+/// (temporary tables, or none yet) change in memory only, and so do the
+/// tables in `removed`, whose files the ending transaction removes
+/// ([`files_removed_at_end`]).
+pub fn write_table<R>(table: &Table, removed: &[TableKey], op: impl FnOnce(&mut Log) -> R) -> R {
     let key = table.key;
-    let fork = (key[3] == pg_sys::InvalidBackendId as u32 && table.log_tail.load(Ordering::Acquire) != u32::MAX).then(|| {
+    let logged = key[3] == pg_sys::InvalidBackendId as u32 && table.log_tail.load(Ordering::Acquire) != u32::MAX && !removed.contains(&key);
+    let fork = logged.then(|| {
         let rnode = pg_sys::RelFileNode { spcNode: key[0].into(), dbNode: key[1].into(), relNode: key[2].into() };
         // SAFETY: reads backend state.
         unsafe { Fork::new(std::ptr::null_mut(), rnode, table.log_permanent.load(Ordering::Acquire) != 0) }
     });
     write_to(fork, table, op)
+}
+
+/// The relation files that the ending transaction or subtransaction removes
+/// (created in it, if it aborts; dropped or replaced in it, if it commits:
+/// `for_commit`), as table keys. Transaction callbacks run after the commit
+/// or abort record, whose redo removes those files, and before the files go
+/// on the primary: a record about one of them written then would reach
+/// redo after its file is gone (on a hot standby, a PANIC for a reference
+/// to a page that does not exist; in crash recovery, an empty file created
+/// again and left behind), so their changes there stay in memory, which is
+/// freed with them.
+pub fn files_removed_at_end(for_commit: bool) -> Vec<TableKey> {
+    let mut nodes: *mut pg_sys::RelFileNode = std::ptr::null_mut();
+    // SAFETY: reads this backend's pending deletes (non-temporary relations
+    // only, as temporary tables are not logged); the array is palloc'd.
+    unsafe {
+        let n = pg_sys::smgrGetPendingDeletes(for_commit, &mut nodes);
+        let keys = (0..n.max(0) as usize)
+            .map(|i| {
+                let r = *nodes.add(i);
+                [r.spcNode.into(), r.dbNode.into(), r.relNode.into(), pg_sys::InvalidBackendId as u32]
+            })
+            .collect();
+        if !nodes.is_null() {
+            pg_sys::pfree(nodes.cast());
+        }
+        keys
+    }
 }
 
 fn write_to<R>(fork: Option<Fork>, table: &Table, op: impl FnOnce(&mut Log) -> R) -> R {
@@ -1117,14 +1148,14 @@ fn settle_tentative_columns(table: &Table) {
                 ColumnState::Leftover
             }
         };
-        set_column_state(table, i, state);
+        set_column_state(table, i, state, &[]);
     }
 }
 
 /// Settle tentative column `col` of `table` as `state`, logged.
-pub fn set_column_state(table: &Table, col: usize, state: ColumnState) {
+pub fn set_column_state(table: &Table, col: usize, state: ColumnState, removed: &[TableKey]) {
     let arena = shmem::arena();
-    write_table(table, |log| {
+    write_table(table, removed, |log| {
         if table.column(arena, col).state() == ColumnState::Tentative {
             table.set_column_state(arena, col, state);
             log.push(&Change::ColumnState { col, state });
