@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up everything and run every anker test:
 #   engine unit and property tests (cargo test), pg_regress suites (sql/),
-#   pg_isolation_regress specs (specs/), PostgreSQL's own regress and
-#   isolation suites with anker as the default AM (tests/pg-suites/),
+#   pg_isolation_regress specs (specs/), PostgreSQL's own regress (with a
+#   streaming standby), isolation, logical replication and recovery suites
+#   with anker as the default AM (tests/pg-suites/),
 #   server-level tests (tests/*.sh),
 #   the kernel patch's selftests in QEMU (kernel-patch/run-tests.sh) and the
 #   benchmark smoke run (bench/htap.sh --smoke).
@@ -113,7 +114,7 @@ if ! skip isolation; then
 fi
 
 if ! skip pg-suites; then
-    banner "PostgreSQL's regress, isolation and logical replication suites, heap and anker: tests/pg-suites/run.sh"
+    banner "PostgreSQL's regress (with a standby), isolation, logical replication and recovery suites, heap and anker: tests/pg-suites/run.sh"
     tests/pg-suites/run.sh 2>&1 | tee "$WORK/pg-suites.log"
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$WORK/pg-suites.log" | tail -n 1)
     if [ -n "$line" ]; then
