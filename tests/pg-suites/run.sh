@@ -4,9 +4,9 @@
 # (DESIGN §12); and its logical replication and recovery TAP suites
 # (src/test/subscription, src/test/recovery) the same way, where heap runs
 # only the tests anker fails (tap_verdict).
-# The regression suite runs against a primary with a streaming standby, and
-# the two must end up with the same pg_dumpall (standby_dump, a test of its
-# own on each access method, as PostgreSQL's 027_stream_regress.pl).
+# The regression and isolation suites run against a primary with a streaming
+# standby, and the two must end up with the same pg_dumpall (standby_dump, a
+# test of its own on each access method, as PostgreSQL's 027_stream_regress.pl).
 #
 #   tests/pg-suites/run.sh [--suites regress,isolation,subscription,recovery] [--ams heap,anker] [--keep]
 #                          [--tests "name ..."]   (those tests instead of the schedule)
@@ -161,14 +161,14 @@ EOF
     if [ "$1" = anker ] && [ ${#ANKER_CONF[@]} -gt 0 ]; then printf '%s\n' "${ANKER_CONF[@]}"; fi
 }
 
-# standby_dump OUT PORT: once the standby on PORT has replayed all the
+# standby_dump OUT PORT DB: once the standby on PORT has replayed all the
 # primary wrote, a pg_dumpall of each (the primary's without unlogged
 # tables' rows, which a standby does not have) into OUT; prints ok when the
 # two are the same, else failed (their diff in OUT/standby.diff). Sequences
 # are first moved past their cached values, as 027_stream_regress.pl does.
 standby_dump() {
-    local out=$1 port=$2 p
-    cluster_psql -d regression -c "SELECT setval(seqrelid, nextval(seqrelid)) FROM pg_sequence" >/dev/null 2>&1
+    local out=$1 port=$2 db=$3 p
+    cluster_psql -d "$db" -c "SELECT setval(seqrelid, nextval(seqrelid)) FROM pg_sequence" >/dev/null 2>&1
     if ! cluster_catch_up "$port"; then
         echo "pg-suites: the standby did not catch up" >&2
         echo failed
@@ -216,11 +216,11 @@ run_suite() {
         -c "ALTER DATABASE \"$db\" SET lc_numeric TO 'C'" -c "ALTER DATABASE \"$db\" SET lc_time TO 'C'" \
         -c "ALTER DATABASE \"$db\" SET bytea_output TO 'hex'" \
         -c "ALTER DATABASE \"$db\" SET timezone_abbreviations TO 'Default'" >/dev/null
-    # The regression suite runs with a streaming standby, which must end up
-    # with what the primary has (PostgreSQL's own 027_stream_regress.pl; as
+    # Each suite runs with a streaming standby, which must end up with what
+    # the primary has (PostgreSQL's own 027_stream_regress.pl; as
     # there, replay waits for the standby's dump rather than cancel it).
     local standby_port=$((CLUSTER_PORT + 1))
-    if [ "$suite" = regress ] && ! cluster_standby_start "$out/standby" "$standby_port" "max_standby_streaming_delay = 600s" >"$out/standby-start.log" 2>&1; then
+    if ! cluster_standby_start "$out/standby" "$standby_port" "max_standby_streaming_delay = 600s" >"$out/standby-start.log" 2>&1; then
         echo "pg-suites: the standby for $suite/$am did not start"
         return 1
     fi
@@ -235,7 +235,7 @@ run_suite() {
     # "test name ... ok", "     name ... FAILED", "test name ... failed (ignored)"
     sed -nE 's/^(test| ) +([a-zA-Z0-9_.-]+) +\.\.\. +(ok|FAILED|failed \(ignored\)).*/\2\t\3/p' "$out/run.log" \
         | sed 's/failed (ignored)/ignored/; s/FAILED/failed/' > "$out/results.tsv"
-    [ "$suite" = regress ] && printf 'standby_dump\t%s\n' "$(standby_dump "$out" "$standby_port")" >> "$out/results.tsv"
+    printf 'standby_dump\t%s\n' "$(standby_dump "$out" "$standby_port" "$db")" >> "$out/results.tsv"
     cp "$CLUSTER_LOG" "$out/server.log" 2>/dev/null
     if grep -Eq 'terminated by signal|server process .* was terminated' "$out/server.log" 2>/dev/null; then
         echo "pg-suites: a server process crashed during $suite on $am:"
