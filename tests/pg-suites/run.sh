@@ -6,7 +6,8 @@
 # only the tests anker fails (tap_verdict).
 # The regression and isolation suites run against a primary with a streaming
 # standby, and the two must end up with the same pg_dumpall (standby_dump, a
-# test of its own on each access method, as PostgreSQL's 027_stream_regress.pl).
+# test of its own on each access method, as PostgreSQL's 027_stream_regress.pl);
+# after a crash of the primary, it must dump the same again (crash_dump).
 #
 #   tests/pg-suites/run.sh [--suites regress,isolation,subscription,recovery] [--ams heap,anker] [--keep]
 #                          [--tests "name ..."]   (those tests instead of the schedule)
@@ -181,6 +182,20 @@ standby_dump() {
     if diff "$out/primary.dump" "$out/standby.dump" > "$out/standby.diff"; then echo ok; else echo failed; fi
 }
 
+# crash_dump OUT: after standby_dump, an immediate shutdown of the primary
+# (a crash: recovery replays the WAL since the last checkpoint, which the
+# suites themselves request now and then, and every table is loaded again
+# from its file), a start, and a pg_dumpall that must be the one taken
+# before; prints ok or failed (diff in OUT/crash.diff).
+crash_dump() {
+    local out=$1
+    [ -f "$out/primary.dump" ] || { echo failed; return; }
+    cluster_pg_ctl -m immediate stop && cluster_pg_ctl start && cluster_wait_ready || { echo failed; return; }
+    cluster_run "$PG_BINDIR/pg_dumpall" --restrict-key=test --no-sync --no-unlogged-table-data -f "$out/after-crash.dump" \
+        2>>"$out/standby-dump.log" || { echo failed; return; }
+    if diff "$out/primary.dump" "$out/after-crash.dump" > "$out/crash.diff"; then echo ok; else echo failed; fi
+}
+
 # run_suite SUITE AM: results in $WORK/SUITE-AM/{results.tsv,regression.diffs,...}
 run_suite() {
     local suite=$1 am=$2 out="$WORK/$1-$2" db driver src schedule
@@ -236,6 +251,7 @@ run_suite() {
     sed -nE 's/^(test| ) +([a-zA-Z0-9_.-]+) +\.\.\. +(ok|FAILED|failed \(ignored\)).*/\2\t\3/p' "$out/run.log" \
         | sed 's/failed (ignored)/ignored/; s/FAILED/failed/' > "$out/results.tsv"
     printf 'standby_dump\t%s\n' "$(standby_dump "$out" "$standby_port" "$db")" >> "$out/results.tsv"
+    printf 'crash_dump\t%s\n' "$(crash_dump "$out")" >> "$out/results.tsv"
     cp "$CLUSTER_LOG" "$out/server.log" 2>/dev/null
     if grep -Eq 'terminated by signal|server process .* was terminated' "$out/server.log" 2>/dev/null; then
         echo "pg-suites: a server process crashed during $suite on $am:"
