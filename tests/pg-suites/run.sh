@@ -182,6 +182,21 @@ standby_dump() {
     if diff "$out/primary.dump" "$out/standby.dump" > "$out/standby.diff"; then echo ok; else echo failed; fi
 }
 
+# standby_reader PORT DB: reads every anker table of DB on the standby on
+# PORT, over and over, until killed: the standby loads the tables as the
+# suite makes them, and redo then applies the suite's changes to tables in
+# memory as well as to their files (what is not loaded by the end is loaded
+# from its replayed file by the dump). Errors (a table dropped meanwhile)
+# are ignored; a standby that stops fails standby_dump.
+standby_reader() {
+    local port=$1 db=$2
+    while sleep 1; do
+        cluster_psql_port "$port" -d "$db" -Atc "SELECT format('SELECT count(*) FROM %s;', c.oid::regclass)
+            FROM pg_class c JOIN pg_am a ON a.oid = c.relam WHERE a.amname = 'anker' AND c.relpersistence = 'p'" 2>/dev/null \
+            | cluster_psql_port "$port" -d "$db" -v ON_ERROR_STOP=0 >/dev/null 2>&1
+    done
+}
+
 # crash_dump OUT: after standby_dump, an immediate shutdown of the primary
 # (a crash: recovery replays the WAL since the last checkpoint, which the
 # suites themselves request now and then, and every table is loaded again
@@ -239,6 +254,8 @@ run_suite() {
         echo "pg-suites: the standby for $suite/$am did not start"
         return 1
     fi
+    standby_reader "$standby_port" "$db" &
+    local reader=$!
     local start=$SECONDS
     # A step blocked for a minute is a hang (isolationtester's default
     # waits five minutes before cancelling it).
@@ -247,6 +264,8 @@ run_suite() {
         --bindir="$PG_BINDIR" --inputdir="$out" --outputdir="$out" --dlpath="$LIBDIR" \
         --max-concurrent-tests=20 $([ -n "$ONLY" ] && echo "$ONLY" || echo "--schedule=$out/$schedule") >"$out/run.log" 2>&1)
     echo "pg-suites: $suite on $am ran in $((SECONDS - start)) s"
+    kill "$reader" 2>/dev/null
+    wait "$reader" 2>/dev/null
     # "test name ... ok", "     name ... FAILED", "test name ... failed (ignored)"
     sed -nE 's/^(test| ) +([a-zA-Z0-9_.-]+) +\.\.\. +(ok|FAILED|failed \(ignored\)).*/\2\t\3/p' "$out/run.log" \
         | sed 's/failed (ignored)/ignored/; s/FAILED/failed/' > "$out/results.tsv"
