@@ -162,23 +162,27 @@ EOF
     if [ "$1" = anker ] && [ ${#ANKER_CONF[@]} -gt 0 ]; then printf '%s\n' "${ANKER_CONF[@]}"; fi
 }
 
+# dumpall PORT FILE [--no-unlogged-table-data]: pg_dumpall of the server on
+# PORT into FILE (its errors into dumps.log beside it).
+dumpall() {
+    cluster_run "$PG_BINDIR/pg_dumpall" -p "$1" --restrict-key=test --no-sync ${3:+"$3"} -f "$2" 2>>"$(dirname "$2")/dumps.log"
+}
+
 # standby_dump OUT PORT DB: once the standby on PORT has replayed all the
 # primary wrote, a pg_dumpall of each (the primary's without unlogged
 # tables' rows, which a standby does not have) into OUT; prints ok when the
 # two are the same, else failed (their diff in OUT/standby.diff). Sequences
 # are first moved past their cached values, as 027_stream_regress.pl does.
 standby_dump() {
-    local out=$1 port=$2 db=$3 p
+    local out=$1 port=$2 db=$3
     cluster_psql -d "$db" -c "SELECT setval(seqrelid, nextval(seqrelid)) FROM pg_sequence" >/dev/null 2>&1
     if ! cluster_catch_up "$port"; then
         echo "pg-suites: the standby did not catch up" >&2
         echo failed
         return
     fi
-    for p in "$CLUSTER_PORT primary --no-unlogged-table-data" "$port standby"; do
-        set -- $p
-        cluster_run "$PG_BINDIR/pg_dumpall" -p "$1" --restrict-key=test --no-sync ${3:-} -f "$out/$2.dump" 2>>"$out/standby-dump.log" || { echo failed; return; }
-    done
+    dumpall "$CLUSTER_PORT" "$out/primary.dump" --no-unlogged-table-data && dumpall "$port" "$out/standby.dump" \
+        || { echo failed; return; }
     if diff "$out/primary.dump" "$out/standby.dump" > "$out/standby.diff"; then echo ok; else echo failed; fi
 }
 
@@ -206,8 +210,7 @@ crash_dump() {
     local out=$1
     [ -f "$out/primary.dump" ] || { echo failed; return; }
     cluster_pg_ctl -m immediate stop && cluster_pg_ctl start && cluster_wait_ready || { echo failed; return; }
-    cluster_run "$PG_BINDIR/pg_dumpall" --restrict-key=test --no-sync --no-unlogged-table-data -f "$out/after-crash.dump" \
-        2>>"$out/standby-dump.log" || { echo failed; return; }
+    dumpall "$CLUSTER_PORT" "$out/after-crash.dump" --no-unlogged-table-data || { echo failed; return; }
     if diff "$out/primary.dump" "$out/after-crash.dump" > "$out/crash.diff"; then echo ok; else echo failed; fi
 }
 
