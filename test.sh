@@ -114,7 +114,7 @@ if ! skip isolation; then
 fi
 
 if ! skip pg-suites; then
-    banner "PostgreSQL's regress (with a standby), isolation, logical replication and recovery suites, heap and anker: tests/pg-suites/run.sh"
+    banner "PostgreSQL's regress (with a standby), isolation, logical replication, recovery and programs' (pg_rewind, pg_basebackup, pg_checksums, pg_dump, scripts) suites, heap and anker: tests/pg-suites/run.sh"
     tests/pg-suites/run.sh 2>&1 | tee "$WORK/pg-suites.log"
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$WORK/pg-suites.log" | tail -n 1)
     if [ -n "$line" ]; then
