@@ -9,7 +9,9 @@
 # The regression and isolation suites run against a primary with a streaming
 # standby, and the two must end up with the same pg_dumpall (standby_dump, a
 # test of its own on each access method, as PostgreSQL's 027_stream_regress.pl);
-# after a crash of the primary, it must dump the same again (crash_dump).
+# after a crash of the primary, it must dump the same again (crash_dump); and
+# after a crash in the middle of the regression suite run once more, it must
+# dump what the standby replayed (midway_crash).
 #
 #   tests/pg-suites/run.sh [--suites regress,isolation,subscription,recovery,pg_rewind,...] [--ams heap,anker] [--keep]
 #                          [--tests "name ..."]   (those tests instead of the schedule)
@@ -216,6 +218,59 @@ crash_dump() {
     if diff "$out/primary.dump" "$out/after-crash.dump" > "$out/crash.diff"; then echo ok; else echo failed; fi
 }
 
+# create_test_db DB: as pg_regress makes its database, from template1
+# instead of template0.
+create_test_db() {
+    local db=$1
+    cluster_psql -c "CREATE DATABASE \"$db\" TEMPLATE=template1 ENCODING='UTF8' LC_COLLATE='C' LC_CTYPE='C'" \
+        -c "ALTER DATABASE \"$db\" SET lc_messages TO 'C'" -c "ALTER DATABASE \"$db\" SET lc_monetary TO 'C'" \
+        -c "ALTER DATABASE \"$db\" SET lc_numeric TO 'C'" -c "ALTER DATABASE \"$db\" SET lc_time TO 'C'" \
+        -c "ALTER DATABASE \"$db\" SET bytea_output TO 'hex'" \
+        -c "ALTER DATABASE \"$db\" SET timezone_abbreviations TO 'Default'" >/dev/null
+}
+
+# run_driver OUTDIR DB DRIVER ARGS...: the suite's driver against the
+# primary's database DB, with the inputs of OUTDIR's parent (or OUTDIR).
+run_driver() {
+    local outdir=$1 db=$2 driver=$3
+    shift 3
+    (cd "$outdir" && runuser -u postgres -- env PG_LIBDIR="$LIBDIR" PG_DLSUFFIX=.so PGISOLATIONTIMEOUT=60 \
+        "$driver" --use-existing --host="$CLUSTER_SOCK" --port="$CLUSTER_PORT" --user=postgres --dbname="$db" \
+        --bindir="$PG_BINDIR" --outputdir="$outdir" --dlpath="$LIBDIR" --max-concurrent-tests=20 "$@" >"$outdir/run.log" 2>&1)
+}
+
+# midway_crash OUT PORT DRIVER SECONDS: after crash_dump, the regression
+# suite once more, in a database of its own, and the primary killed (the
+# postmaster and its children, kill -9) at a random point of it, SECONDS
+# being how long the suite took the first time (ANKER_MIDWAY_PERCENT=N
+# kills it at N % of that, to repeat a run). Its crash recovery, from the
+# suite's last checkpoint onto the files and then loads, must bring it to
+# what the standby on PORT replayed of the same WAL, onto tables in memory
+# (a reader loads them as the suite makes them) and files: prints ok when
+# the two dump the same (files in OUT/midway).
+midway_crash() {
+    local out=$1 port=$2 driver=$3 took=$4 db=regression_midway
+    local percent=${ANKER_MIDWAY_PERCENT:-$((10 + RANDOM % 81))}
+    mkdir -p "$out/midway" && chown postgres "$out/midway"
+    # (streaming again since crash_dump's restart)
+    cluster_catch_up "$port" || { echo "pg-suites: the standby did not catch up" >&2; echo failed; return; }
+    create_test_db "$db"
+    standby_reader "$port" "$db" &
+    local reader=$!
+    run_driver "$out/midway" "$db" "$driver" --inputdir="$out" --schedule="$out/parallel_schedule" 2>/dev/null &
+    local suite=$!
+    sleep "$(awk -v t="$took" -v p="$percent" 'BEGIN { printf "%.1f", t * p / 100 }')"
+    echo "pg-suites: midway_crash: the primary killed at $percent % of the suite (ANKER_MIDWAY_PERCENT=$percent), in: $(tail -n 1 "$out/midway/run.log")" >&2
+    cluster_kill_postmaster
+    # (no test may start once the primary is back: the driver goes first)
+    pkill -f -- "--outputdir=$out/midway" 2>/dev/null
+    wait "$suite" 2>/dev/null
+    kill "$reader" 2>/dev/null
+    wait "$reader" 2>/dev/null
+    cluster_pg_ctl start && cluster_wait_ready || { echo failed; return; }
+    standby_dump "$out/midway" "$port" "$db"
+}
+
 # run_suite SUITE AM: results in $WORK/SUITE-AM/{results.tsv,regression.diffs,...}
 run_suite() {
     local suite=$1 am=$2 out="$WORK/$1-$2" db driver src schedule
@@ -237,6 +292,9 @@ run_suite() {
 
     local -a confs
     mapfile -t confs < <(conf_for "$am")
+    # The standby is not to fall behind for good when the primary recycles
+    # WAL while it reconnects after a crash.
+    confs+=("wal_keep_size = '4GB'")
     # Servers see RUST_BACKTRACE the way a user's environment may set it:
     # anker must not put backtraces into error messages.
     if ! RUST_BACKTRACE=1 cluster_start "${confs[@]}"; then
@@ -245,12 +303,7 @@ run_suite() {
     fi
     cluster_psql -d template1 -c "CREATE EXTENSION anker" >/dev/null
     cluster_psql -c "CREATE EXTENSION anker" >/dev/null
-    # As pg_regress makes its database, from template1 instead of template0.
-    cluster_psql -c "CREATE DATABASE \"$db\" TEMPLATE=template1 ENCODING='UTF8' LC_COLLATE='C' LC_CTYPE='C'" \
-        -c "ALTER DATABASE \"$db\" SET lc_messages TO 'C'" -c "ALTER DATABASE \"$db\" SET lc_monetary TO 'C'" \
-        -c "ALTER DATABASE \"$db\" SET lc_numeric TO 'C'" -c "ALTER DATABASE \"$db\" SET lc_time TO 'C'" \
-        -c "ALTER DATABASE \"$db\" SET bytea_output TO 'hex'" \
-        -c "ALTER DATABASE \"$db\" SET timezone_abbreviations TO 'Default'" >/dev/null
+    create_test_db "$db"
     # Each suite runs with a streaming standby, which must end up with what
     # the primary has (PostgreSQL's own 027_stream_regress.pl; as
     # there, replay waits for the standby's dump rather than cancel it).
@@ -263,12 +316,10 @@ run_suite() {
     local reader=$!
     local start=$SECONDS
     # A step blocked for a minute is a hang (isolationtester's default
-    # waits five minutes before cancelling it).
-    (cd "$out" && runuser -u postgres -- env PG_LIBDIR="$LIBDIR" PG_DLSUFFIX=.so PGISOLATIONTIMEOUT=60 \
-        "$driver" --use-existing --host="$CLUSTER_SOCK" --port="$CLUSTER_PORT" --user=postgres \
-        --bindir="$PG_BINDIR" --inputdir="$out" --outputdir="$out" --dlpath="$LIBDIR" \
-        --max-concurrent-tests=20 $([ -n "$ONLY" ] && echo "$ONLY" || echo "--schedule=$out/$schedule") >"$out/run.log" 2>&1)
-    echo "pg-suites: $suite on $am ran in $((SECONDS - start)) s"
+    # waits five minutes before cancelling it: PGISOLATIONTIMEOUT).
+    run_driver "$out" "$db" "$driver" --inputdir="$out" $([ -n "$ONLY" ] && echo "$ONLY" || echo "--schedule=$out/$schedule")
+    local took=$((SECONDS - start))
+    echo "pg-suites: $suite on $am ran in $took s"
     kill "$reader" 2>/dev/null
     wait "$reader" 2>/dev/null
     # "test name ... ok", "     name ... FAILED", "test name ... failed (ignored)"
@@ -276,6 +327,9 @@ run_suite() {
         | sed 's/failed (ignored)/ignored/; s/FAILED/failed/' > "$out/results.tsv"
     printf 'standby_dump\t%s\n' "$(standby_dump "$out" "$standby_port" "$db")" >> "$out/results.tsv"
     printf 'crash_dump\t%s\n' "$(crash_dump "$out")" >> "$out/results.tsv"
+    if [ "$suite" = regress ] && [ -z "$ONLY" ]; then
+        printf 'midway_crash\t%s\n' "$(midway_crash "$out" "$standby_port" "$driver" "$took")" >> "$out/results.tsv"
+    fi
     cp "$CLUSTER_LOG" "$out/server.log" 2>/dev/null
     if grep -Eq 'terminated by signal|server process .* was terminated' "$out/server.log" 2>/dev/null; then
         echo "pg-suites: a server process crashed during $suite on $am:"
