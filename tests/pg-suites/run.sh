@@ -229,8 +229,9 @@ create_test_db() {
         -c "ALTER DATABASE \"$db\" SET timezone_abbreviations TO 'Default'" >/dev/null
 }
 
-# run_driver OUTDIR DB DRIVER ARGS...: the suite's driver against the
-# primary's database DB, with the inputs of OUTDIR's parent (or OUTDIR).
+# run_driver OUTDIR DB DRIVER ARGS...: the suite's driver (pg_regress or
+# pg_isolation_regress) against the primary's database DB, writing into
+# OUTDIR; ARGS name the inputs (--inputdir) and the schedule or the tests.
 run_driver() {
     local outdir=$1 db=$2 driver=$3
     shift 3
@@ -360,7 +361,7 @@ tap_suite_dir() {
 }
 
 # run_tap_suite SUITE AM [TEST ...]: one of PostgreSQL's TAP suites
-# (src/test/SUITE: subscription, recovery; all its tests, or the named ones),
+# (tap_suite_dir; all its tests but those of TAP_NOT_RUN, or the named ones),
 # every cluster they make set up like run_suite's:
 # anker preloaded and created in template1 and postgres (an initdb wrapper
 # first in PATH), default_table_access_method set (TEMP_CONFIG, which
