@@ -130,7 +130,7 @@ INSERT INTO grow SELECT g, 0 FROM generate_series(1, 10000) g;
 SQL
 for _ in 1 2 3 4 5 6 7 8 9 10; do q "UPDATE grow SET v = v + 1" >/dev/null; done
 q "VACUUM grow" >/dev/null
-cluster_log_tail 20 | grep -q 'anker: wrote an image of "grow"' || fail "VACUUM wrote no image of a table whose log outgrew it"
+grep -q 'anker: wrote an image of "grow"' <<< "$(cluster_log_tail 20)" || fail "VACUUM wrote no image of a table whose log outgrew it"
 sum=$(q "SELECT sum(v) FROM grow")
 cluster_run "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DATA" -w -m fast restart -l "$CLUSTER_LOG" >/dev/null
 [ "$(q "SELECT sum(v) FROM grow")" = "$sum" ] || fail "the vacuumed table changed over a restart"
@@ -201,7 +201,7 @@ CREATE TABLE inplace (id int PRIMARY KEY, v int, pad text) USING anker
 INSERT INTO inplace SELECT g, 0, repeat('p', 20) FROM generate_series(1, 20000) g;
 ANALYZE inplace;
 SQL
-imaged() { cluster_log_tail 200 | grep -q "anker: wrote an image of \"$1\""; }
+imaged() { grep -q "anker: wrote an image of \"$1\"" <<< "$(cluster_log_tail 200)"; }
 imaged_within_a_minute() { # table
     for _ in $(seq 1 60); do
         imaged "$1" && return 0
@@ -215,13 +215,13 @@ imaged_within_a_minute inplace || fail "autovacuum did not compact a table updat
 echo "ok: autovacuum compacted a table updated only in place"
 # ... and logged that VACUUM as heap's are (log_autovacuum_min_duration), and
 # VACUUM (VERBOSE) reports as heap's does
-logged_vacuum() { cluster_log_tail 200 | grep -A3 'automatic vacuum of table "postgres.public.inplace": index scans: ' | grep -q 'system usage: CPU: user: '; }
+logged_vacuum() { grep -q 'system usage: CPU: user: ' <<< "$(cluster_log_tail 200 | grep -A3 'automatic vacuum of table "postgres.public.inplace": index scans: ')"; }
 for _ in $(seq 1 10); do logged_vacuum && break; sleep 1; done
 logged_vacuum || fail "autovacuum's VACUUM of inplace was not logged"
 verbose=$(cluster_psql -c "VACUUM (VERBOSE) inplace" 2>&1)
-echo "$verbose" | grep -q '^INFO:  vacuuming "postgres.public.inplace"$' || fail "VACUUM (VERBOSE) said: $verbose"
-echo "$verbose" | grep -q '^INFO:  finished vacuuming "postgres.public.inplace": index scans: 0$' || fail "VACUUM (VERBOSE) said: $verbose"
-echo "$verbose" | grep -q '^rows: 0 removed, 20000 remain, ' || fail "VACUUM (VERBOSE) said: $verbose"
+grep -q '^INFO:  vacuuming "postgres.public.inplace"$' <<< "$verbose" || fail "VACUUM (VERBOSE) said: $verbose"
+grep -q '^INFO:  finished vacuuming "postgres.public.inplace": index scans: 0$' <<< "$verbose" || fail "VACUUM (VERBOSE) said: $verbose"
+grep -q '^rows: 0 removed, 20000 remain, ' <<< "$verbose" || fail "VACUUM (VERBOSE) said: $verbose"
 echo "ok: autovacuum's VACUUM logged, VACUUM (VERBOSE) reports"
 # 5. a report autovacuum never acted on is not the last: here autovacuum is
 # off for the table when the log passes the mark, and the report is lost with

@@ -15,5 +15,5 @@ if grep -i "invalid configuration parameter" "$CLUSTER_LOG"; then
 fi
 out=$(cluster_psql -c "SET anker.snapshot_methd = 'cow'" 2>&1 || true)
 echo "$out"
-echo "$out" | grep -q 'invalid configuration parameter name "anker.snapshot_methd"'
+grep -q 'invalid configuration parameter name "anker.snapshot_methd"' <<< "$out"
 echo "ok: anker settings from postgresql.conf apply; unknown anker.* names are refused"

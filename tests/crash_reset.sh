@@ -27,7 +27,7 @@ for _ in $(seq 1 60); do
     cluster_psql -Atc "SELECT 1" >/dev/null 2>&1 && break
     sleep 1
 done
-cluster_log_tail 30 | grep -q "all server processes terminated; reinitializing"
+grep -q "all server processes terminated; reinitializing" <<< "$(cluster_log_tail 30)"
 n=$(cluster_psql -Atc "SELECT count(*) FROM t")
 uncommitted=$(cluster_psql -Atc "SELECT count(*) FROM t WHERE b = 'uncommitted'")
 after=$(cluster_psql -Atc "SELECT bytes FROM anker.tables WHERE relation = 't'::regclass")

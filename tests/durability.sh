@@ -316,7 +316,7 @@ victim=$(q "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%'
 kill -9 "$victim"
 wait || true
 wait_ready
-cluster_log_tail 60 | grep -q "all server processes terminated; reinitializing" || fail "no crash-restart happened"
+grep -q "all server processes terminated; reinitializing" <<< "$(cluster_log_tail 60)" || fail "no crash-restart happened"
 q "COMMIT PREPARED 'twins'" >/dev/null
 check_twins "after a crash-restart with a prepared transaction"
 [ "$(q "SELECT v FROM t_anker WHERE id = 200000")" = -1 ] || fail "the prepared update was lost"
@@ -415,7 +415,7 @@ printf "\\$(printf '%03o' $((byte ^ 255)))" | dd of="$file" bs=1 seek="$at" conv
 cluster_pg_ctl start
 wait_ready
 err=$(cluster_psql -Atc "SELECT count(*) FROM dmg" 2>&1 || true)
-echo "$err" | grep -q "cannot load relation file .*: its log is damaged: block 2 does not match its checksum" || fail "a damaged log was not refused: $err"
+grep -q "cannot load relation file .*: its log is damaged: block 2 does not match its checksum" <<< "$err" || fail "a damaged log was not refused: $err"
 [ "$(q "SELECT count(*) FROM t_anker")" -gt 0 ] || fail "other tables suffered"
 echo "ok: a damaged log is refused with a clear error ($(echo "$err" | head -1 | cut -c1-110)...)"
 echo "durability: all checks passed"

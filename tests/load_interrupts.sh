@@ -48,7 +48,7 @@ base_mb=$(used_mb "$CLUSTER_PORT")
 t0=$(date +%s%N)
 err=$(cluster_psql -Atc "SET statement_timeout = '50ms'" -c "SELECT count(*) FROM big" 2>&1 || true)
 ms=$((($(date +%s%N) - t0) / 1000000))
-echo "$err" | grep -q "canceling statement due to statement timeout" || fail "the timeout did not cancel the load: $err"
+grep -q "canceling statement due to statement timeout" <<< "$err" || fail "the timeout did not cancel the load: $err"
 [ "$(in_memory "$CLUSTER_PORT")" = 0 ] || fail "a cancelled load left the table in memory"
 [ "$(used_mb "$CLUSTER_PORT")" -le $((base_mb + 1)) ] || fail "a cancelled load kept its memory ($(used_mb "$CLUSTER_PORT") MB, ${base_mb} MB before)"
 t0=$(date +%s%N)
@@ -125,7 +125,7 @@ restart
 q "SELECT count(*) FROM big" >/dev/null
 for try in 1 2; do
     err=$(cluster_psql -Atc "SELECT count(*) FROM big2" 2>&1 || true)
-    echo "$err" | grep -q "anker.memory_limit" || fail "loading big2 with big in memory (try $try): $err"
+    grep -q "anker.memory_limit" <<< "$err" || fail "loading big2 with big in memory (try $try): $err"
 done
 q "DROP TABLE big"
 [ "$(q "SELECT count(*) || ' ' || sum(length(v)) FROM big2")" = "$want" ] || fail "big2 did not load once memory was freed"

@@ -8,7 +8,7 @@ trap cluster_cleanup EXIT
 cluster_start "lc_messages = 'C'"
 out=$(cluster_psql -c "CREATE EXTENSION anker" 2>&1 || true)
 echo "$out"
-echo "$out" | grep -q "anker must be loaded via shared_preload_libraries"
+grep -q "anker must be loaded via shared_preload_libraries" <<< "$out"
 cluster_psql -Atc "SELECT count(*) FROM pg_extension WHERE extname = 'anker'" | grep -qx 0
 cluster_psql -Atc "SELECT 1" | grep -qx 1
 echo "ok: CREATE EXTENSION refused without shared_preload_libraries"

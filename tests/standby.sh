@@ -122,7 +122,7 @@ qp "$SB_PORT" "SELECT bt_index_check('t_anker_pkey', true), bt_index_check('t_an
     || fail "a standby index disagrees with its table"
 echo "ok: hot standby replays the run and answers like the primary ($(q "SELECT count(*) FROM t_anker") rows)"
 err=$(cluster_psql_port "$SB_PORT" -Atc "\\set VERBOSITY verbose" -c "SELECT anker.compact('t_anker')" 2>&1 || true)
-echo "$err" | grep -q "25006: cannot execute anker.compact() during recovery" ||
+grep -q "25006: cannot execute anker.compact() during recovery" <<< "$err" ||
     fail "anker.compact on a standby did not refuse with SQLSTATE 25006: $err"
 # synchronous_commit = remote_apply: a commit returns once the standby has
 # applied it, to its tables in memory too, so a read on the standby right

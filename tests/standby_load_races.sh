@@ -45,7 +45,7 @@ for _ in $(seq 1 8); do
         got=$(cat "$WORK/r$r.out")
         if [ "$got" = "$((ROWS * 1000)) $ROWS" ]; then
             right=$((right + 1))
-        elif echo "$got" | grep -q "canceling statement due to conflict with recovery"; then
+        elif grep -q "canceling statement due to conflict with recovery" <<< "$got"; then
             conflicts=$((conflicts + 1))
         else
             fail "a standby reader got: $got"
