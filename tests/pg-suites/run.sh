@@ -259,13 +259,13 @@ midway_crash() {
     standby_reader "$port" "$db" &
     local reader=$!
     run_driver "$out/midway" "$db" "$driver" --inputdir="$out" --schedule="$out/parallel_schedule" 2>/dev/null &
-    local suite=$!
+    local driver_pid=$!
     sleep "$(awk -v t="$took" -v p="$percent" 'BEGIN { printf "%.1f", t * p / 100 }')"
     echo "pg-suites: midway_crash: the primary killed at $percent % of the suite (ANKER_MIDWAY_PERCENT=$percent), in: $(tail -n 1 "$out/midway/run.log")" >&2
     cluster_kill_postmaster
     # (no test may start once the primary is back: the driver goes first)
     pkill -f -- "--outputdir=$out/midway" 2>/dev/null
-    wait "$suite" 2>/dev/null
+    wait "$driver_pid" 2>/dev/null
     kill "$reader" 2>/dev/null
     wait "$reader" 2>/dev/null
     cluster_pg_ctl start && cluster_wait_ready || { echo failed; return; }
